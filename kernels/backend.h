@@ -1,0 +1,112 @@
+// Backend: executes tensor ops on one device. Owned and used by one thread (the engine thread).
+//
+// Contract for every op method:
+// - it only enqueues work (the CPU backends run it at once), never allocates, and is legal
+//   between BeginCapture and EndCapture, where it is recorded instead of run;
+// - shape or dtype mismatches are programmer errors (MLASERVE_CHECK);
+// - device errors are sticky and reported by the next Synchronize().
+// Semantics of each op are documented on its params struct in kernels/params.h.
+#ifndef MLASERVE_KERNELS_BACKEND_H_
+#define MLASERVE_KERNELS_BACKEND_H_
+
+#include <cstddef>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "kernels/params.h"
+#include "kernels/tensor.h"
+
+namespace mlaserve {
+
+// An allocation owned by a Backend. Move-only; freed on destruction.
+class DeviceBuffer {
+ public:
+  using Deleter = void (*)(void*);
+  DeviceBuffer() = default;
+  DeviceBuffer(void* data, size_t bytes, Deleter deleter)
+      : data_(data), bytes_(bytes), deleter_(deleter) {}
+  DeviceBuffer(DeviceBuffer&& o) noexcept { *this = std::move(o); }
+  DeviceBuffer& operator=(DeviceBuffer&& o) noexcept {
+    if (this != &o) {
+      Reset();
+      data_ = o.data_;
+      bytes_ = o.bytes_;
+      deleter_ = o.deleter_;
+      o.data_ = nullptr;
+      o.bytes_ = 0;
+    }
+    return *this;
+  }
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+  ~DeviceBuffer() { Reset(); }
+
+  void* data() const { return data_; }
+  size_t bytes() const { return bytes_; }
+
+ private:
+  void Reset() {
+    if (data_ != nullptr && deleter_ != nullptr) deleter_(data_);
+    data_ = nullptr;
+  }
+  void* data_ = nullptr;
+  size_t bytes_ = 0;
+  Deleter deleter_ = nullptr;
+};
+
+// A recorded sequence of ops bound to fixed buffers. Replay() re-runs them with whatever the
+// buffers hold at that moment; it performs no allocation and no shape logic.
+class Graph {
+ public:
+  virtual ~Graph() = default;
+  virtual void Replay() = 0;
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+
+  virtual std::string_view name() const = 0;  // "ref", "cpu" or "cuda"
+
+  // Start-up only. The memory is uninitialized; with MLASERVE_POISON=1 in the environment it
+  // is filled with 0xFF bytes (NaN for floats, -1 for i32) so that reads of unwritten
+  // elements show up in tests.
+  virtual absl::StatusOr<DeviceBuffer> Allocate(size_t bytes) = 0;
+  // Copies between host memory and a contiguous device view (blocking for CopyToHost).
+  virtual void CopyFromHost(const void* src, size_t bytes, const TensorView& dst) = 0;
+  virtual void CopyToHost(const TensorView& src, void* dst, size_t bytes) = 0;
+
+  virtual void Embedding(const EmbeddingParams& p) = 0;
+  virtual void RmsNorm(const RmsNormParams& p) = 0;
+  virtual void Gemm(const GemmParams& p) = 0;
+  virtual void SiluMul(const SiluMulParams& p) = 0;
+  virtual void Add(const AddParams& p) = 0;
+  virtual void Copy(const CopyParams& p) = 0;
+  virtual void ApplyRope(const RopeParams& p) = 0;
+  virtual void WriteKvCache(const KvWriteParams& p) = 0;
+  virtual void GatherKvCache(const GatherKvParams& p) = 0;
+  virtual void MlaPrefill(const MlaPrefillParams& p) = 0;
+  virtual void MergeAttn(const MergeAttnParams& p) = 0;
+  virtual void MlaDecode(const MlaDecodeParams& p) = 0;
+  virtual void MoeRoute(const MoeRouteParams& p) = 0;
+  virtual void MoeAlignBlockSize(const MoeAlignParams& p) = 0;
+  virtual void MoeExperts(const MoeExpertsParams& p) = 0;
+
+  // Between these two calls ops are recorded, not run. The returned graph replays them.
+  virtual void BeginCapture() = 0;
+  virtual std::unique_ptr<Graph> EndCapture() = 0;
+
+  // Waits for enqueued work; returns the first device error since the last call.
+  virtual absl::Status Synchronize() = 0;
+};
+
+// Fills freshly allocated memory with the poison pattern when MLASERVE_POISON=1.
+bool PoisonEnabled();
+void MaybePoison(void* data, size_t bytes);
+
+}  // namespace mlaserve
+
+#endif  // MLASERVE_KERNELS_BACKEND_H_

@@ -1,0 +1,80 @@
+// HostBackend: the part shared by the backends that run on the host CPU (ref and cpu).
+// Memory is host memory (64-byte aligned), copies are memcpy, ops run synchronously, and
+// capture records each op as a closure over its params (the views point at fixed buffers, so
+// a replay sees whatever those buffers hold then). Subclasses implement the Run* methods.
+#ifndef MLASERVE_KERNELS_HOST_BACKEND_H_
+#define MLASERVE_KERNELS_HOST_BACKEND_H_
+
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include "kernels/backend.h"
+
+namespace mlaserve {
+
+class HostBackend : public Backend {
+ public:
+  absl::StatusOr<DeviceBuffer> Allocate(size_t bytes) override;
+  void CopyFromHost(const void* src, size_t bytes, const TensorView& dst) override;
+  void CopyToHost(const TensorView& src, void* dst, size_t bytes) override;
+
+  void Embedding(const EmbeddingParams& p) override { Dispatch(&HostBackend::RunEmbedding, p); }
+  void RmsNorm(const RmsNormParams& p) override { Dispatch(&HostBackend::RunRmsNorm, p); }
+  void Gemm(const GemmParams& p) override { Dispatch(&HostBackend::RunGemm, p); }
+  void SiluMul(const SiluMulParams& p) override { Dispatch(&HostBackend::RunSiluMul, p); }
+  void Add(const AddParams& p) override { Dispatch(&HostBackend::RunAdd, p); }
+  void Copy(const CopyParams& p) override { Dispatch(&HostBackend::RunCopy, p); }
+  void ApplyRope(const RopeParams& p) override { Dispatch(&HostBackend::RunApplyRope, p); }
+  void WriteKvCache(const KvWriteParams& p) override {
+    Dispatch(&HostBackend::RunWriteKvCache, p);
+  }
+  void GatherKvCache(const GatherKvParams& p) override {
+    Dispatch(&HostBackend::RunGatherKvCache, p);
+  }
+  void MlaPrefill(const MlaPrefillParams& p) override { Dispatch(&HostBackend::RunMlaPrefill, p); }
+  void MergeAttn(const MergeAttnParams& p) override { Dispatch(&HostBackend::RunMergeAttn, p); }
+  void MlaDecode(const MlaDecodeParams& p) override { Dispatch(&HostBackend::RunMlaDecode, p); }
+  void MoeRoute(const MoeRouteParams& p) override { Dispatch(&HostBackend::RunMoeRoute, p); }
+  void MoeAlignBlockSize(const MoeAlignParams& p) override {
+    Dispatch(&HostBackend::RunMoeAlignBlockSize, p);
+  }
+  void MoeExperts(const MoeExpertsParams& p) override { Dispatch(&HostBackend::RunMoeExperts, p); }
+
+  void BeginCapture() override;
+  std::unique_ptr<Graph> EndCapture() override;
+  absl::Status Synchronize() override { return absl::OkStatus(); }
+
+ protected:
+  virtual void RunEmbedding(const EmbeddingParams& p) = 0;
+  virtual void RunRmsNorm(const RmsNormParams& p) = 0;
+  virtual void RunGemm(const GemmParams& p) = 0;
+  virtual void RunSiluMul(const SiluMulParams& p) = 0;
+  virtual void RunAdd(const AddParams& p) = 0;
+  virtual void RunCopy(const CopyParams& p) = 0;
+  virtual void RunApplyRope(const RopeParams& p) = 0;
+  virtual void RunWriteKvCache(const KvWriteParams& p) = 0;
+  virtual void RunGatherKvCache(const GatherKvParams& p) = 0;
+  virtual void RunMlaPrefill(const MlaPrefillParams& p) = 0;
+  virtual void RunMergeAttn(const MergeAttnParams& p) = 0;
+  virtual void RunMlaDecode(const MlaDecodeParams& p) = 0;
+  virtual void RunMoeRoute(const MoeRouteParams& p) = 0;
+  virtual void RunMoeAlignBlockSize(const MoeAlignParams& p) = 0;
+  virtual void RunMoeExperts(const MoeExpertsParams& p) = 0;
+
+ private:
+  template <typename P>
+  void Dispatch(void (HostBackend::*run)(const P&), const P& p) {
+    if (recording_ != nullptr) {
+      recording_->push_back([this, run, p] { (this->*run)(p); });
+    } else {
+      (this->*run)(p);
+    }
+  }
+
+  std::unique_ptr<std::vector<std::function<void()>>> recording_;
+};
+
+}  // namespace mlaserve
+
+#endif  // MLASERVE_KERNELS_HOST_BACKEND_H_
