@@ -1,0 +1,148 @@
+#include "engine/forward_batch.h"
+
+#include <algorithm>
+#include <utility>
+
+namespace mlaserve {
+
+absl::StatusOr<ForwardBatchBuilder> ForwardBatchBuilder::Create(const ForwardLimits& limits,
+                                                                Backend* backend) {
+  const int64_t t = limits.max_num_tokens, s = limits.max_num_seqs;
+  // ids, positions, slots; two block tables; seq lens, cu_seqlens, logits rows; context rounds.
+  const int64_t capacity = 3 * t + 2 * s * limits.max_blocks_per_seq + 3 * s + 1 +
+                           limits.max_context_rounds * (2 * s + 1);
+  auto buffer = backend->Allocate(static_cast<size_t>(capacity) * sizeof(int32_t));
+  if (!buffer.ok()) return buffer.status();
+  return ForwardBatchBuilder(limits, backend, std::move(*buffer), capacity);
+}
+
+ForwardBatchBuilder::ForwardBatchBuilder(const ForwardLimits& limits, Backend* backend,
+                                         DeviceBuffer buffer, int64_t capacity)
+    : limits_(limits),
+      backend_(backend),
+      buffer_(std::move(buffer)),
+      capacity_(capacity),
+      staging_(static_cast<size_t>(capacity)) {}
+
+TensorView ForwardBatchBuilder::Reserve(int64_t n, std::initializer_list<int64_t> shape,
+                                        int32_t** host) {
+  MLASERVE_CHECK(used_ + n <= capacity_);
+  *host = staging_.data() + used_;
+  TensorView view(static_cast<int32_t*>(buffer_.data()) + used_, DType::kI32, shape);
+  used_ += n;
+  return view;
+}
+
+void ForwardBatchBuilder::Build(absl::Span<const StepSequence> seqs, ForwardBatch* fb) {
+  const int64_t bs = limits_.block_size;
+  // Vectors keep their capacity across steps, so a warmed-up step allocates nothing.
+  std::vector<int32_t>& order = order_;  // decodes first, then prefills, stable
+  order.clear();
+  for (int pass = 0; pass < 2; ++pass) {
+    for (size_t i = 0; i < seqs.size(); ++i) {
+      if ((seqs[i].num_new_tokens == 1) == (pass == 0)) order.push_back(static_cast<int32_t>(i));
+    }
+  }
+  std::vector<int32_t> logit_items = std::move(fb->logit_items);
+  std::vector<ContextRound> rounds = std::move(fb->context_rounds);
+  logit_items.clear();
+  rounds.clear();
+  *fb = ForwardBatch{};
+  fb->logit_items = std::move(logit_items);
+  fb->context_rounds = std::move(rounds);
+  int32_t max_blocks = 1;
+  for (const StepSequence& s : seqs) {
+    MLASERVE_CHECK(s.num_new_tokens >= 1);
+    MLASERVE_CHECK(static_cast<int64_t>(s.block_table.size()) * bs >=
+                   s.start_position + s.num_new_tokens);
+    fb->num_tokens += s.num_new_tokens;
+    if (s.num_new_tokens == 1) {
+      ++fb->num_decodes;
+    } else {
+      ++fb->num_prefill_seqs;
+      fb->num_prefill_tokens += s.num_new_tokens;
+      fb->prefill_has_context |= s.start_position > 0;
+    }
+    if (s.needs_logits) ++fb->num_logits;
+    max_blocks = std::max(max_blocks, static_cast<int32_t>(
+                                          (s.start_position + s.num_new_tokens + bs - 1) / bs));
+  }
+  MLASERVE_CHECK(fb->num_tokens <= limits_.max_num_tokens);
+  MLASERVE_CHECK(static_cast<int64_t>(seqs.size()) <= limits_.max_num_seqs);
+  fb->num_blocks_per_seq = max_blocks;
+
+  used_ = 0;
+  int32_t *ids, *pos, *slots, *dec_bt, *dec_len, *cu, *pre_bt, *logit_rows;
+  const int32_t n = fb->num_tokens, nd = fb->num_decodes, np = fb->num_prefill_seqs;
+  fb->input_ids = Reserve(n, {n}, &ids);
+  fb->positions = Reserve(n, {n}, &pos);
+  fb->slot_mapping = Reserve(n, {n}, &slots);
+  fb->decode_block_tables = Reserve(nd * max_blocks, {nd, max_blocks}, &dec_bt);
+  fb->decode_seq_lens = Reserve(nd, {nd}, &dec_len);
+  fb->prefill_cu_seqlens = Reserve(np + 1, {np + 1}, &cu);
+  fb->prefill_block_tables = Reserve(np * max_blocks, {np, max_blocks}, &pre_bt);
+  fb->logits_indices = Reserve(fb->num_logits, {fb->num_logits}, &logit_rows);
+
+  int32_t token = 0, decode = 0, prefill = 0, logit = 0;
+  cu[0] = 0;
+  for (int32_t item : order) {
+    const StepSequence& s = seqs[item];
+    for (int32_t j = 0; j < s.num_new_tokens; ++j) {
+      const int32_t p = s.start_position + j;
+      ids[token + j] = s.token_ids[p];
+      pos[token + j] = p;
+      slots[token + j] = static_cast<int32_t>(s.block_table[p / bs] * bs + p % bs);
+    }
+    // Rows past a sequence's own blocks point at block 0 (reserved, never handed out), so a
+    // kernel that reads a whole row only ever touches valid memory.
+    int32_t* table = s.num_new_tokens == 1 ? dec_bt + decode * max_blocks
+                                           : pre_bt + prefill * max_blocks;
+    const int32_t own = std::min<int32_t>(max_blocks, static_cast<int32_t>(s.block_table.size()));
+    std::copy_n(s.block_table.begin(), own, table);
+    std::fill(table + own, table + max_blocks, 0);
+    if (s.num_new_tokens == 1) {
+      dec_len[decode++] = s.start_position + 1;
+    } else {
+      cu[prefill + 1] = cu[prefill] + s.num_new_tokens;
+      ++prefill;
+    }
+    token += s.num_new_tokens;
+    if (s.needs_logits) {
+      logit_rows[logit++] = token - 1;
+      fb->logit_items.push_back(item);
+    }
+  }
+
+  if (fb->prefill_has_context) {
+    // Context tokens of all prefill sequences, concatenated, are cut into rounds of at most
+    // context_chunk_tokens; a sequence with nothing in a round gets an empty range.
+    const int64_t w = limits_.context_chunk_tokens;
+    int64_t total = 0;
+    for (int32_t i = nd; i < static_cast<int32_t>(order.size()); ++i) {
+      total += seqs[order[i]].start_position;
+    }
+    for (int64_t begin = 0; begin < total; begin += w) {
+      const int64_t end = std::min(total, begin + w);
+      ContextRound round;
+      int32_t *rcu, *rstart;
+      round.cu_gather = Reserve(np + 1, {np + 1}, &rcu);
+      round.gather_start = Reserve(np, {np}, &rstart);
+      rcu[0] = 0;
+      int64_t offset = 0;  // concatenated position of this sequence's first context token
+      for (int32_t k = 0; k < np; ++k) {
+        const int64_t len = seqs[order[nd + k]].start_position;
+        const int64_t lo = std::clamp(begin - offset, int64_t{0}, len);
+        const int64_t hi = std::clamp(end - offset, int64_t{0}, len);
+        rstart[k] = static_cast<int32_t>(lo);
+        rcu[k + 1] = rcu[k] + static_cast<int32_t>(hi - lo);
+        offset += len;
+      }
+      round.num_tokens = rcu[np];
+      fb->context_rounds.push_back(round);
+    }
+  }
+  backend_->CopyFromHost(staging_.data(), static_cast<size_t>(used_) * sizeof(int32_t),
+                         TensorView(buffer_.data(), DType::kI32, {used_}));
+}
+
+}  // namespace mlaserve

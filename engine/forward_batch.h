@@ -1,0 +1,99 @@
+// ForwardBatch: everything one forward step needs to know about its sequences, planned once on
+// the host and written to the device with one copy of a packed staging buffer.
+//
+// Token order inside a step: first every decode (a sequence computing exactly one new token),
+// one token each, then the prefill chunks, sequence after sequence. Decodes attend over the
+// paged latent cache (absorbed MLA); prefill chunks attend over their own decompressed keys and,
+// when the sequence already has cached context, over that context in rounds of at most
+// `context_chunk_tokens` gathered tokens, merged by log-sum-exp.
+#ifndef MLASERVE_ENGINE_FORWARD_BATCH_H_
+#define MLASERVE_ENGINE_FORWARD_BATCH_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "absl/types/span.h"
+#include "kernels/backend.h"
+
+namespace mlaserve {
+
+// One sequence's part of a step, as the scheduler decided it.
+struct StepSequence {
+  absl::Span<const int32_t> token_ids;    // [>= start_position + num_new_tokens] all tokens so far
+  int32_t start_position = 0;             // tokens whose KV is already cached
+  int32_t num_new_tokens = 0;             // computes token_ids[start, start + num_new_tokens)
+  absl::Span<const int32_t> block_table;  // covers start_position + num_new_tokens tokens
+  bool needs_logits = false;              // return logits of the last new token
+};
+
+// Static limits the metadata buffers are sized for.
+struct ForwardLimits {
+  int64_t max_num_tokens = 0;        // tokens per step
+  int64_t max_num_seqs = 0;          // sequences per step
+  int64_t max_blocks_per_seq = 0;    // ceil(max_model_len / block_size)
+  int64_t block_size = 64;
+  int64_t context_chunk_tokens = 0;  // gathered context tokens per round
+  int64_t max_context_rounds = 0;    // ceil(max_num_seqs * max_model_len / context_chunk_tokens)
+};
+
+// Views of one context round (prefill over cached context).
+struct ContextRound {
+  int32_t num_tokens = 0;   // gathered tokens in this round (<= context_chunk_tokens)
+  TensorView cu_gather;     // [num_prefill_seqs + 1] i32 exclusive scan of gathered tokens
+  TensorView gather_start;  // [num_prefill_seqs] i32 first context position gathered per seq
+};
+
+struct ForwardBatch {
+  int32_t num_tokens = 0;
+  int32_t num_decodes = 0;        // tokens [0, num_decodes) are decodes, one per sequence
+  int32_t num_prefill_seqs = 0;
+  int32_t num_prefill_tokens = 0;
+  int32_t num_logits = 0;
+  int32_t num_blocks_per_seq = 0;  // block-table width used this step
+  bool prefill_has_context = false;
+  // logit_items[r] = index into the caller's StepSequence list of logits row r.
+  std::vector<int32_t> logit_items;
+
+  TensorView input_ids;              // [num_tokens] i32
+  TensorView positions;              // [num_tokens] i32
+  TensorView slot_mapping;           // [num_tokens] i32
+  TensorView decode_block_tables;    // [num_decodes, num_blocks_per_seq] i32
+  TensorView decode_seq_lens;        // [num_decodes] i32 (including the new token)
+  TensorView prefill_cu_seqlens;     // [num_prefill_seqs + 1] i32 over prefill tokens
+  TensorView prefill_block_tables;   // [num_prefill_seqs, num_blocks_per_seq] i32
+  TensorView logits_indices;         // [num_logits] i32 rows of the step's tokens
+  std::vector<ContextRound> context_rounds;
+};
+
+// Plans steps and owns the device metadata buffer they are written into. Owned by the engine
+// thread. The buffer is allocated once, uninitialized; every element a step's views cover is
+// written by that step's single copy.
+class ForwardBatchBuilder {
+ public:
+  static absl::StatusOr<ForwardBatchBuilder> Create(const ForwardLimits& limits, Backend* backend);
+
+  // Plans `seqs` (any order; decodes are recognised by num_new_tokens == 1) and copies the
+  // metadata to the device. REQUIRES: the sequences fit the limits.
+  void Build(absl::Span<const StepSequence> seqs, ForwardBatch* batch);
+
+  const ForwardLimits& limits() const { return limits_; }
+
+ private:
+  ForwardBatchBuilder(const ForwardLimits& limits, Backend* backend, DeviceBuffer buffer,
+                      int64_t capacity);
+
+  // Reserves n elements of the staging buffer; returns the device view over them.
+  TensorView Reserve(int64_t n, std::initializer_list<int64_t> shape, int32_t** host);
+
+  ForwardLimits limits_;
+  Backend* backend_;
+  DeviceBuffer buffer_;  // [capacity] i32
+  int64_t capacity_;
+  std::vector<int32_t> staging_;
+  std::vector<int32_t> order_;
+  int64_t used_ = 0;
+};
+
+}  // namespace mlaserve
+
+#endif  // MLASERVE_ENGINE_FORWARD_BATCH_H_

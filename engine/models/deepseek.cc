@@ -1,0 +1,154 @@
+#include "engine/models/deepseek.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "engine/rope_cache.h"
+#include "engine/status_macros.h"
+
+namespace mlaserve {
+
+absl::StatusOr<std::unique_ptr<DeepseekModel>> DeepseekModel::Create(const ModelConfig& config,
+                                                                     ModelWeights weights,
+                                                                     Backend* backend,
+                                                                     const ModelOptions& options) {
+  if (options.num_kv_blocks < 2) {
+    return absl::InvalidArgumentError("num_kv_blocks must be at least 2 (block 0 is reserved)");
+  }
+  if (options.max_num_seqs > options.max_num_tokens) {
+    return absl::InvalidArgumentError("max_num_seqs must not exceed max_num_batched_tokens");
+  }
+  std::unique_ptr<DeepseekModel> model(
+      new DeepseekModel(config, std::move(weights), backend, options));
+  RETURN_IF_ERROR(model->AllocateBuffers());
+  return model;
+}
+
+DeepseekModel::DeepseekModel(const ModelConfig& config, ModelWeights weights, Backend* backend,
+                             const ModelOptions& options)
+    : config_(config), weights_(std::move(weights)), backend_(backend), options_(options) {}
+
+absl::StatusOr<TensorView> DeepseekModel::NewTensor(DType dtype,
+                                                    std::initializer_list<int64_t> shape) {
+  TensorView probe(nullptr, dtype, shape);
+  ASSIGN_OR_RETURN(DeviceBuffer buffer, backend_->Allocate(static_cast<size_t>(probe.nbytes())));
+  TensorView view(buffer.data(), dtype, shape);
+  workspace_bytes_ += buffer.bytes();
+  buffers_.push_back(std::move(buffer));
+  return view;
+}
+
+ForwardLimits DeepseekModel::forward_limits() const {
+  ForwardLimits l;
+  l.max_num_tokens = options_.max_num_tokens;
+  l.max_num_seqs = options_.max_num_seqs;
+  l.block_size = options_.block_size;
+  l.max_blocks_per_seq = (options_.max_model_len + options_.block_size - 1) / options_.block_size;
+  l.context_chunk_tokens = options_.context_chunk_tokens;
+  l.max_context_rounds =
+      (options_.max_num_seqs * options_.max_model_len + options_.context_chunk_tokens - 1) /
+      options_.context_chunk_tokens;
+  return l;
+}
+
+absl::Status DeepseekModel::AllocateBuffers() {
+  const ModelConfig& c = config_;
+  const DType f32 = DType::kF32;
+  const int64_t rows = options_.max_num_tokens, seqs = options_.max_num_seqs;
+  const int64_t heads = c.num_attention_heads, hidden = c.hidden_size;
+  const int64_t ctx = options_.context_chunk_tokens;
+  const int64_t kv_row = heads * (c.qk_nope_head_dim + c.v_head_dim);
+
+  // Rope table: the only buffer filled at start-up, since it is constant.
+  const std::vector<float> table = ComputeRopeCosSin(c, options_.max_model_len);
+  ASSIGN_OR_RETURN(cos_sin_, (NewTensor(f32, {options_.max_model_len, c.qk_rope_head_dim})));
+  backend_->CopyFromHost(table.data(), table.size() * sizeof(float), cos_sin_);
+
+  MlaWorkspace& m = mla_ws_;
+  if (c.q_lora_rank > 0) {
+    ASSIGN_OR_RETURN(m.q_a, (NewTensor(f32, {rows, c.q_lora_rank})));
+  }
+  ASSIGN_OR_RETURN(m.q, (NewTensor(f32, {rows, heads, c.qk_head_dim()})));
+  ASSIGN_OR_RETURN(m.kv_a, (NewTensor(f32, {rows, c.kv_cache_dim()})));
+  ASSIGN_OR_RETURN(m.latent, (NewTensor(f32, {rows, c.kv_lora_rank})));
+  ASSIGN_OR_RETURN(m.q_latent, (NewTensor(f32, {seqs, heads, c.kv_lora_rank})));
+  ASSIGN_OR_RETURN(m.attn_latent, (NewTensor(f32, {seqs, heads, c.kv_lora_rank})));
+  ASSIGN_OR_RETURN(m.kv, (NewTensor(f32, {rows, kv_row})));
+  ASSIGN_OR_RETURN(m.lse, (NewTensor(f32, {rows, heads})));
+  ASSIGN_OR_RETURN(m.ctx_latent, (NewTensor(f32, {ctx, c.kv_cache_dim()})));
+  ASSIGN_OR_RETURN(m.ctx_kv, (NewTensor(f32, {ctx, kv_row})));
+  ASSIGN_OR_RETURN(m.round_out, (NewTensor(f32, {rows, heads, c.v_head_dim})));
+  ASSIGN_OR_RETURN(m.round_lse, (NewTensor(f32, {rows, heads})));
+  ASSIGN_OR_RETURN(m.attn_out, (NewTensor(f32, {rows, heads * c.v_head_dim})));
+
+  FfnWorkspace& f = ffn_ws_;
+  const int64_t shared_inter = c.moe_intermediate_size * c.n_shared_experts;
+  const int64_t inter = std::max(c.intermediate_size, shared_inter);
+  ASSIGN_OR_RETURN(f.gate_up, (NewTensor(f32, {rows, 2 * inter})));
+  ASSIGN_OR_RETURN(f.act, (NewTensor(f32, {rows, inter})));
+  ASSIGN_OR_RETURN(f.shared_out, (NewTensor(f32, {rows, hidden})));
+  if (c.n_routed_experts > 0) {
+    const int64_t e = c.n_routed_experts, k = c.num_experts_per_tok;
+    const int64_t padded = rows * k + e * (kMoeAlignBlock - 1);
+    ASSIGN_OR_RETURN(f.router_logits, (NewTensor(f32, {rows, e})));
+    ASSIGN_OR_RETURN(f.topk_ids, (NewTensor(DType::kI32, {rows, k})));
+    ASSIGN_OR_RETURN(f.topk_weights, (NewTensor(f32, {rows, k})));
+    ASSIGN_OR_RETURN(f.sorted_ids, (NewTensor(DType::kI32, {padded})));
+    ASSIGN_OR_RETURN(f.block_expert_ids,
+                     (NewTensor(DType::kI32, {(padded + kMoeAlignBlock - 1) / kMoeAlignBlock})));
+    ASSIGN_OR_RETURN(f.expert_offsets, (NewTensor(DType::kI32, {e + 1})));
+    ASSIGN_OR_RETURN(f.num_post_pad, (NewTensor(DType::kI32, {1})));
+    ASSIGN_OR_RETURN(f.expert_gate_up, (NewTensor(f32, {padded, 2 * c.moe_intermediate_size})));
+    ASSIGN_OR_RETURN(f.expert_act, (NewTensor(f32, {padded, c.moe_intermediate_size})));
+    ASSIGN_OR_RETURN(f.expert_down, (NewTensor(f32, {padded, hidden})));
+  }
+  ASSIGN_OR_RETURN(residual_, (NewTensor(f32, {rows, hidden})));
+  ASSIGN_OR_RETURN(normed_, (NewTensor(f32, {rows, hidden})));
+  ASSIGN_OR_RETURN(layer_out_, (NewTensor(f32, {rows, hidden})));
+  ASSIGN_OR_RETURN(logit_hidden_, (NewTensor(f32, {seqs, hidden})));
+  ASSIGN_OR_RETURN(logits_, (NewTensor(f32, {seqs, c.vocab_size})));
+
+  const uint64_t before = workspace_bytes_;
+  for (int64_t i = 0; i < c.num_hidden_layers; ++i) {
+    ASSIGN_OR_RETURN(TensorView cache, (NewTensor(options_.kv_cache_dtype,
+                                                 {options_.num_kv_blocks, options_.block_size,
+                                                  c.kv_cache_dim()})));
+    kv_caches_.push_back(cache);
+  }
+  kv_cache_bytes_ = workspace_bytes_ - before;
+  workspace_bytes_ = before;
+
+  attention_ = std::make_unique<MlaAttention>(config_, backend_, cos_sin_,
+                                              AttentionSoftmaxScale(config_));
+  ffn_ = std::make_unique<FeedForward>(config_, backend_);
+  return absl::OkStatus();
+}
+
+TensorView DeepseekModel::Forward(const ForwardBatch& fb) {
+  const int64_t t = fb.num_tokens;
+  Backend& b = *backend_;
+  const TensorView residual = residual_.Slice(0, 0, t), normed = normed_.Slice(0, 0, t),
+                   out = layer_out_.Slice(0, 0, t);
+  const float eps = static_cast<float>(config_.rms_norm_eps);
+  b.Embedding({.ids = fb.input_ids, .table = weights_.embed, .out = residual});
+  b.RmsNorm({.x = residual, .weight = weights_.layers[0].input_norm, .eps = eps, .out = normed});
+  for (size_t i = 0; i < weights_.layers.size(); ++i) {
+    const LayerWeights& w = weights_.layers[i];
+    attention_->Forward(w, fb, normed, kv_caches_[i], mla_ws_, out);
+    b.RmsNorm({.x = out, .residual = residual, .weight = w.post_attention_norm, .eps = eps,
+               .out = normed});
+    ffn_->Forward(w, t, normed, ffn_ws_, out);
+    const TensorView& next_norm =
+        i + 1 < weights_.layers.size() ? weights_.layers[i + 1].input_norm : weights_.final_norm;
+    b.RmsNorm({.x = out, .residual = residual, .weight = next_norm, .eps = eps, .out = normed});
+  }
+  const TensorView hidden = logit_hidden_.Slice(0, 0, fb.num_logits);
+  const TensorView logits = logits_.Slice(0, 0, fb.num_logits);
+  if (fb.num_logits > 0) {
+    b.Embedding({.ids = fb.logits_indices, .table = normed, .out = hidden});
+    b.Gemm({.a = hidden, .b = weights_.lm_head, .out = logits});
+  }
+  return logits;
+}
+
+}  // namespace mlaserve
