@@ -115,15 +115,14 @@ def load_config(model_dir):
 
 # ------------------------------------------------------------------ weights
 
-def dequant_fp8_block(codes, scale_inv):
-    """codes [out, in] e4m3 codes, scale_inv [ceil(out/bo), ceil(in/bi)] f32:
-    w = value * scale of its block, in f32, then rounded to bf16."""
+def dequant_fp8_block(codes, scale_inv, block_size):
+    """codes [out, in] e4m3 codes, scale_inv [ceil(out/bo), ceil(in/bi)] f32 for
+    block_size (bo, bi): w = value * scale of its block, in f32, then rounded to bf16."""
     w = safetensors_io.e4m3_to_f32(codes)
     rows, cols = w.shape
-    sr, sc = scale_inv.shape
-    bo, bi = -(-rows // sr), -(-cols // sc)
+    bo, bi = block_size
     # every block but the last in each direction is full
-    if (rows + bo - 1) // bo != sr or (cols + bi - 1) // bi != sc:
+    if scale_inv.shape != (-(-rows // bo), -(-cols // bi)):
         raise ValueError(f"scale shape {scale_inv.shape} does not tile weight {w.shape}")
     s = np.repeat(np.repeat(scale_inv, bo, axis=0), bi, axis=1)[:rows, :cols]
     return safetensors_io.round_to_bf16((w * s).astype(np.float32))
@@ -152,7 +151,7 @@ def load_weights(model_dir, cfg, block_size=(128, 128)):
             exp = (-(-t.shape[0] // block_size[0]), -(-t.shape[1] // block_size[1]))
             if tuple(sv.shape) != exp:
                 raise ValueError(f"{name}_scale_inv has shape {sv.shape}, expected {exp}")
-            arr = dequant_fp8_block(t.data, sv)
+            arr = dequant_fp8_block(t.data, sv, block_size)
         else:
             arr = t.to_f32()
         out[name] = torch.from_numpy(np.array(arr, dtype=np.float32))

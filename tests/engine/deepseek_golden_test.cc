@@ -1,0 +1,158 @@
+// The model end to end against logits from the independent PyTorch reference
+// (tools/reference), on tiny checkpoints covering every config variant: identical greedy ids
+// over all golden steps and every golden top-5 logprob within 1e-3.
+#include <algorithm>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engine/model_loader.h"
+#include "engine/model_runner.h"
+#include "gtest/gtest.h"
+#include "kernels/ref/ref_backend.h"
+#include "tests/engine/model_test_util.h"
+
+namespace mlaserve {
+namespace {
+
+using testing::Golden;
+using testing::TestSequence;
+
+constexpr double kLogprobTolerance = 1e-3;
+
+struct RunConfig {
+  std::string name;
+  int64_t max_num_tokens;        // prefill chunk size
+  int64_t context_chunk_tokens;  // cached-context round size
+  int64_t block_size;
+};
+
+const RunConfig kRunConfigs[] = {
+    {"whole_prompt", 128, 4096, 64},
+    // 80-token prompt in chunks of 32: the later chunks attend over cached context in rounds
+    // of 24 tokens, which cross block and chunk boundaries.
+    {"chunked_prefill", 32, 24, 16},
+};
+
+std::unique_ptr<ModelRunner> LoadRunner(const std::string& dir, Backend* backend,
+                                        const RunConfig& rc) {
+  ModelOptions options;
+  options.max_num_tokens = rc.max_num_tokens;
+  options.max_num_seqs = 4;
+  options.max_model_len = 256;
+  options.block_size = rc.block_size;
+  options.num_kv_blocks = 1 + 2 * (256 / rc.block_size);
+  options.context_chunk_tokens = rc.context_chunk_tokens;
+  auto model = LoadDeepseekModel(dir, backend, options);
+  EXPECT_TRUE(model.ok()) << model.status();
+  if (!model.ok()) return nullptr;
+  auto runner = ModelRunner::Create(std::move(*model), backend);
+  EXPECT_TRUE(runner.ok()) << runner.status();
+  return runner.ok() ? std::move(*runner) : nullptr;
+}
+
+StepSequence NextStep(const TestSequence& s, int64_t max_tokens) {
+  const int32_t remaining = static_cast<int32_t>(s.tokens.size()) - s.num_computed;
+  const int32_t n = std::min<int32_t>(remaining, static_cast<int32_t>(max_tokens));
+  return StepSequence{.token_ids = s.tokens,
+                      .start_position = s.num_computed,
+                      .num_new_tokens = n,
+                      .block_table = s.block_table,
+                      .needs_logits = s.num_computed + n == static_cast<int32_t>(s.tokens.size())};
+}
+
+// Compares one logits row with golden step `step`; returns the greedy id.
+int32_t CheckStep(absl::Span<const float> row, const Golden& golden, size_t step,
+                  const std::string& where) {
+  const std::vector<double> lp = testing::LogSoftmax(row);
+  for (const auto& [id, expected] : golden.steps[step].top) {
+    EXPECT_NEAR(lp[id], expected, kLogprobTolerance) << where << " step " << step << " id " << id;
+  }
+  const int32_t greedy =
+      static_cast<int32_t>(std::max_element(row.begin(), row.end()) - row.begin());
+  EXPECT_EQ(greedy, golden.steps[step].id) << where << " step " << step;
+  return greedy;
+}
+
+class GoldenTest : public ::testing::TestWithParam<std::tuple<std::string, RunConfig>> {};
+
+TEST_P(GoldenTest, GreedyIdsAndTopLogprobsMatchReference) {
+  const auto& [variant, rc] = GetParam();
+  const std::string dir = testing::ModelDir(variant);
+  auto golden = testing::ReadGolden(dir);
+  ASSERT_TRUE(golden.ok()) << golden.status();
+  auto backend = MakeRefBackend();
+  auto runner = LoadRunner(dir, backend.get(), rc);
+  ASSERT_NE(runner, nullptr);
+
+  TestSequence s{golden->prompt_ids, 0,
+                 testing::ReversedBlocks(1, 256, static_cast<int32_t>(rc.block_size))};
+  StepLogits logits;
+  while (s.num_computed < static_cast<int32_t>(s.tokens.size())) {
+    const StepSequence step = NextStep(s, rc.max_num_tokens);
+    ASSERT_TRUE(runner->Execute({step}, &logits).ok());
+    s.num_computed += step.num_new_tokens;
+  }
+  for (size_t i = 0; i < golden->steps.size(); ++i) {
+    ASSERT_EQ(logits.items.size(), 1u);
+    const int32_t id = CheckStep(logits.row(0), *golden, i, variant);
+    if (::testing::Test::HasFailure()) return;
+    s.tokens.push_back(id);
+    const StepSequence step = NextStep(s, rc.max_num_tokens);
+    ASSERT_TRUE(runner->Execute({step}, &logits).ok());
+    s.num_computed += 1;
+  }
+}
+
+// Two sequences share every step: one decodes while the other prefills in chunks, so steps
+// mix absorbed decode and chunked prefill with cached context. Both must follow the golden.
+TEST_P(GoldenTest, MixedDecodeAndPrefillBatchesMatchReference) {
+  const auto& [variant, rc] = GetParam();
+  const std::string dir = testing::ModelDir(variant);
+  auto golden = testing::ReadGolden(dir);
+  ASSERT_TRUE(golden.ok()) << golden.status();
+  auto backend = MakeRefBackend();
+  RunConfig wide = rc;
+  wide.max_num_tokens = rc.max_num_tokens + 1;  // room for one decode beside a full chunk
+  auto runner = LoadRunner(dir, backend.get(), wide);
+  ASSERT_NE(runner, nullptr);
+  const int32_t bs = static_cast<int32_t>(rc.block_size);
+  std::vector<TestSequence> seqs = {
+      {golden->prompt_ids, 0, testing::ReversedBlocks(1, 256, bs)},
+      {golden->prompt_ids, 0, testing::ReversedBlocks(1 + 256 / bs, 256, bs)}};
+  std::vector<size_t> checked(2, 0);
+  StepLogits logits;
+  // Sequence 1 starts once sequence 0 is decoding.
+  for (int step = 0; checked[0] < golden->steps.size() || checked[1] < golden->steps.size();
+       ++step) {
+    std::vector<StepSequence> batch;
+    std::vector<int> which;
+    for (int k = 0; k < 2; ++k) {
+      if (k == 1 && checked[0] == 0) continue;
+      if (checked[k] >= golden->steps.size()) continue;
+      batch.push_back(NextStep(seqs[k], rc.max_num_tokens));
+      which.push_back(k);
+    }
+    ASSERT_TRUE(runner->Execute(batch, &logits).ok());
+    for (size_t i = 0; i < batch.size(); ++i) seqs[which[i]].num_computed += batch[i].num_new_tokens;
+    for (size_t r = 0; r < logits.items.size(); ++r) {
+      const int k = which[logits.items[r]];
+      const int32_t id = CheckStep(logits.row(r), *golden, checked[k], variant + "/seq" +
+                                                                          std::to_string(k));
+      if (::testing::Test::HasFailure()) return;
+      seqs[k].tokens.push_back(id);
+      ++checked[k];
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Variants, GoldenTest,
+    ::testing::Combine(::testing::ValuesIn(testing::ModelVariants()),
+                       ::testing::ValuesIn(kRunConfigs)),
+    [](const auto& info) {
+      return std::get<0>(info.param) + "_" + std::get<1>(info.param).name;
+    });
+
+}  // namespace
+}  // namespace mlaserve
