@@ -1,0 +1,161 @@
+// Engine: owns the engine thread, the only thread that touches the scheduler, the model runner
+// and the backend. Other threads talk to it through Submit/Abort/Drain/stats; requests wait in
+// a thread-safe inbox that the engine thread drains at the start of every step, and results
+// come back through each request's RequestStream.
+//
+// One step: take new requests and aborts from the inbox -> Scheduler::Schedule -> run the model
+// on the batch -> sample one token per sequence that completed its pending tokens -> apply
+// token-level stop conditions (Scheduler::Postprocess) -> detokenize incrementally and match
+// stop strings -> push each stream's new output.
+//
+// Determinism. Sampling is keyed by (seed, output position) (engine/sampler.h) and every
+// request has a seed (its own, or one drawn at Submit), so a sampled request's tokens depend
+// only on its logits. With options.deterministic those logits, and hence greedy and seeded
+// tokens and their logprobs, do not depend on what else is in the batch.
+//
+// Thread-safety: public methods are thread-safe, except that Drain and the destructor must not
+// be called from a RequestStream callback (they wait for the engine thread).
+#ifndef MLASERVE_ENGINE_ENGINE_H_
+#define MLASERVE_ENGINE_ENGINE_H_
+
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <thread>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "engine/config.h"
+#include "engine/model_runner.h"
+#include "engine/request.h"
+#include "engine/request_stream.h"
+#include "engine/scheduler.h"
+#include "kernels/backend.h"
+
+namespace mlaserve {
+
+class Tokenizer;
+class EngineCore;
+
+struct EngineOptions {
+  // Create() makes these consistent with the runner: kv_cache.block_size and num_blocks are the
+  // model's KV cache (block 0 reserved), max_num_seqs, max_num_batched_tokens and max_model_len
+  // are capped by what the runner's buffers were sized for, and empty eos_token_ids are taken
+  // from the model config. `scheduler.clock` is ignored: the scheduler uses `clock` below.
+  SchedulerOptions scheduler;
+  // Greedy and seeded outputs (tokens and logprobs) of a request are the same bit for bit
+  // whatever else is batched with it. False lets the engine trade that for speed.
+  bool deterministic = true;
+  // Monotonic time of every event (queued, scheduled, first token, finished) and the time
+  // Request::deadline is compared against. Unset: absl::Now() at construction advanced by
+  // std::chrono::steady_clock, so it never goes backwards.
+  std::function<absl::Time()> clock;
+};
+
+// Snapshot of the engine's state for GetServerInfo and metrics.
+struct EngineStats {
+  int32_t num_running = 0;  // sequences holding KV blocks
+  int32_t num_waiting = 0;  // queued (inbox included) or preempted
+  int32_t kv_blocks_total = 0;  // blocks that can be handed out (the reserved block excluded)
+  int32_t kv_blocks_free = 0;
+  int32_t kv_block_size = 0;    // tokens per block
+  double kv_cache_usage = 0;    // 1 - free / total
+  int32_t max_num_seqs = 0;
+  int32_t max_num_batched_tokens = 0;
+  uint64_t steps_total = 0;                         // steps that ran the model
+  absl::Time last_step_time = absl::InfinitePast();  // end of the latest such step (clock)
+  bool draining = false;
+  bool failed = false;  // the model failed; every request since then is refused
+  uint64_t prefix_cache_hit_tokens = 0;
+  uint64_t prefix_cache_query_tokens = 0;
+};
+
+// Fixed at Create().
+struct EngineInfo {
+  ModelConfig model_config;
+  // Longest sequence (prompt + output) served: the scheduler's max_context_tokens().
+  int32_t max_context_tokens = 0;
+  uint64_t weight_bytes = 0;
+  uint64_t kv_cache_bytes = 0;
+  uint64_t workspace_bytes = 0;
+  std::vector<int32_t> eos_token_ids;
+};
+
+class Engine {
+ public:
+  // `backend` is the one `runner` was created on; the engine keeps it alive while the runner
+  // exists. `tokenizer` may be null: then streams carry token ids only (empty text) and
+  // requests with stop strings are refused. Starts the engine thread.
+  static absl::StatusOr<std::unique_ptr<Engine>> Create(std::unique_ptr<ModelRunner> runner,
+                                                        std::unique_ptr<Backend> backend,
+                                                        std::shared_ptr<const Tokenizer> tokenizer,
+                                                        EngineOptions options);
+
+  // Aborts whatever is still live (streams end with kAbort) and joins the engine thread.
+  ~Engine();
+
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  // Queues a request and returns its stream. Assigns an id when request.id is empty; sets
+  // arrival_time to Now(). Errors name the api.md field at fault:
+  //   InvalidArgument: empty `token_ids`, an id outside [0, vocab), a prompt of
+  //     max_context_tokens or more, `max_tokens` < 1, prompt + `min_tokens` over the context,
+  //     a `stop_token_ids` entry outside the vocab, `top_logprobs` over 20, `stop` strings
+  //     without a tokenizer or with an empty one;
+  //   AlreadyExists: a live request has this id;
+  //   ResourceExhausted: max_num_waiting_seqs requests already wait;
+  //   Unavailable: draining, stopped, or failed.
+  absl::StatusOr<std::shared_ptr<RequestStream>> Submit(Request request);
+
+  // Ends a live request: its stream ends with a kAbort completion and its KV blocks are freed
+  // by the engine thread before it runs another step. Returns whether the id was live; unknown
+  // and finished ids return false.
+  bool Abort(const RequestId& id);
+
+  // Stops admitting (Submit -> Unavailable), lets live requests run until they end or `timeout`
+  // passes, then aborts the rest. Returns once every stream has ended.
+  void Drain(absl::Duration timeout);
+
+  EngineStats stats() const;
+  const EngineInfo& info() const { return info_; }
+  // The engine's clock (EngineOptions::clock): deadlines are compared against it.
+  absl::Time Now() const { return clock_(); }
+
+ private:
+  Engine(std::unique_ptr<Backend> backend, std::unique_ptr<EngineCore> core, EngineInfo info,
+         std::function<absl::Time()> clock, int32_t max_num_waiting_seqs);
+
+  void Loop();
+  // Moves the inbox into the core; returns false when the thread should exit.
+  bool WaitForWork();
+
+  const std::unique_ptr<Backend> backend_;  // declared first: outlives the core's runner
+  const std::unique_ptr<EngineCore> core_;  // engine thread only
+  const EngineInfo info_;
+  const std::function<absl::Time()> clock_;
+  const int32_t max_num_waiting_seqs_;
+
+  mutable absl::Mutex mu_;
+  absl::CondVar work_cv_;   // inbox or aborts became non-empty, or stop_
+  absl::CondVar ended_cv_;  // a live request ended
+  std::deque<std::pair<Request, std::shared_ptr<RequestStream>>> inbox_ ABSL_GUARDED_BY(mu_);
+  std::vector<RequestId> aborts_ ABSL_GUARDED_BY(mu_);
+  // Every request submitted and not yet ended, inbox included.
+  absl::flat_hash_map<RequestId, std::shared_ptr<RequestStream>> live_ ABSL_GUARDED_BY(mu_);
+  EngineStats stats_ ABSL_GUARDED_BY(mu_);  // published by the engine thread after each step
+  bool draining_ ABSL_GUARDED_BY(mu_) = false;
+  bool stop_ ABSL_GUARDED_BY(mu_) = false;
+  uint64_t next_id_ ABSL_GUARDED_BY(mu_) = 0;
+  std::thread thread_;
+};
+
+}  // namespace mlaserve
+
+#endif  // MLASERVE_ENGINE_ENGINE_H_
