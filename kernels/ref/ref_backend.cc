@@ -1,0 +1,197 @@
+#include "kernels/ref/ref_backend.h"
+
+#include <cmath>
+#include <cstring>
+#include <memory>
+#include <vector>
+
+#include "kernels/ref/ref_access.h"
+#include "kernels/shape_check.h"
+
+namespace mlaserve {
+
+using ref::Load;
+using ref::LoadI32;
+using ref::Off;
+using ref::Store;
+
+void RefBackend::RunEmbedding(const EmbeddingParams& p) {
+  CheckTensor(p.ids, "Embedding.ids", DType::kI32, {kAnyDim});
+  const int64_t num_tokens = p.ids.size(0);
+  CheckTensor(p.table, "Embedding.table", kWeightDTypes, {kAnyDim, kAnyDim});
+  const int64_t vocab = p.table.size(0), hidden = p.table.size(1);
+  CheckTensor(p.out, "Embedding.out", DType::kF32, {num_tokens, hidden});
+  for (int64_t t = 0; t < num_tokens; ++t) {
+    const int32_t id = LoadI32(p.ids, Off(p.ids, t));
+    MLASERVE_CHECK(id >= 0 && id < vocab);
+    for (int64_t i = 0; i < hidden; ++i) {
+      Store(p.out, Off(p.out, t, i), Load(p.table, Off(p.table, id, i)));
+    }
+  }
+}
+
+void RefBackend::RunRmsNorm(const RmsNormParams& p) {
+  CheckTensor(p.x, "RmsNorm.x", DType::kF32, {kAnyDim, kAnyDim});
+  const int64_t rows = p.x.size(0), dim = p.x.size(1);
+  CheckTensor(p.weight, "RmsNorm.weight", kWeightDTypes, {dim});
+  CheckTensor(p.out, "RmsNorm.out", DType::kF32, {rows, dim});
+  const bool has_residual = !p.residual.empty();
+  if (has_residual) CheckTensor(p.residual, "RmsNorm.residual", DType::kF32, {rows, dim});
+  // Each pass reads an element before any write to it, so out may alias x.
+  const TensorView& src = has_residual ? p.residual : p.x;
+  for (int64_t r = 0; r < rows; ++r) {
+    if (has_residual) {
+      for (int64_t i = 0; i < dim; ++i) {
+        const float sum = static_cast<float>(Load(p.x, Off(p.x, r, i))) +
+                          static_cast<float>(Load(p.residual, Off(p.residual, r, i)));
+        Store(p.residual, Off(p.residual, r, i), sum);
+      }
+    }
+    double sum_sq = 0.0;
+    for (int64_t i = 0; i < dim; ++i) {
+      const double v = Load(src, Off(src, r, i));
+      sum_sq += v * v;
+    }
+    const double inv_rms = 1.0 / std::sqrt(sum_sq / static_cast<double>(dim) + p.eps);
+    for (int64_t i = 0; i < dim; ++i) {
+      const double normed = Load(src, Off(src, r, i)) * inv_rms;
+      Store(p.out, Off(p.out, r, i), normed * Load(p.weight, Off(p.weight, i)));
+    }
+  }
+}
+
+void RefBackend::RunGemm(const GemmParams& p) {
+  const bool batched = p.a.ndim() == 3;
+  // A 2-D problem is viewed as batch 1 with a zero batch stride.
+  auto as3d = [](const TensorView& v) {
+    if (v.ndim() == 3) return v;
+    return TensorView(v.data(), v.dtype(), {1, v.size(0), v.size(1)}, {0, v.stride(0), 1});
+  };
+  if (batched) {
+    CheckTensor(p.a, "Gemm.a", DType::kF32, {kAnyDim, kAnyDim, kAnyDim});
+  } else {
+    CheckTensor(p.a, "Gemm.a", DType::kF32, {kAnyDim, kAnyDim});
+  }
+  const TensorView a = as3d(p.a);
+  const int64_t batch = a.size(0), m = a.size(1), k = a.size(2);
+  if (batched) {
+    CheckTensor(p.b, "Gemm.b", kWeightDTypes, {batch, kAnyDim, k});
+    CheckTensor(p.out, "Gemm.out", DType::kF32, {batch, m, p.b.size(1)});
+  } else {
+    CheckTensor(p.b, "Gemm.b", kWeightDTypes, {kAnyDim, k});
+    CheckTensor(p.out, "Gemm.out", DType::kF32, {m, p.b.size(0)});
+  }
+  MLASERVE_CHECK(!Overlaps(p.out, p.a) && !Overlaps(p.out, p.b));
+  const TensorView b = as3d(p.b);
+  const TensorView out = as3d(p.out);
+  const int64_t n = b.size(1);
+  for (int64_t bi = 0; bi < batch; ++bi) {
+    for (int64_t i = 0; i < m; ++i) {
+      for (int64_t j = 0; j < n; ++j) {
+        double acc = 0.0;
+        for (int64_t l = 0; l < k; ++l) {
+          acc += Load(a, Off(a, bi, i, l)) * Load(b, Off(b, bi, j, l));
+        }
+        Store(out, Off(out, bi, i, j), acc);
+      }
+    }
+  }
+}
+
+void RefBackend::RunSiluMul(const SiluMulParams& p) {
+  CheckTensor(p.x, "SiluMul.x", DType::kF32, {kAnyDim, kAnyDim});
+  const int64_t num_tokens = p.x.size(0), inter = p.x.size(1) / 2;
+  MLASERVE_CHECK(p.x.size(1) == 2 * inter);
+  CheckTensor(p.out, "SiluMul.out", DType::kF32, {num_tokens, inter});
+  for (int64_t t = 0; t < num_tokens; ++t) {
+    for (int64_t i = 0; i < inter; ++i) {
+      const double gate = Load(p.x, Off(p.x, t, i));
+      const double up = Load(p.x, Off(p.x, t, inter + i));
+      Store(p.out, Off(p.out, t, i), gate / (1.0 + std::exp(-gate)) * up);
+    }
+  }
+}
+
+void RefBackend::RunAdd(const AddParams& p) {
+  CheckTensor(p.a, "Add.a", DType::kF32, {kAnyDim, kAnyDim});
+  const int64_t rows = p.a.size(0), cols = p.a.size(1);
+  CheckTensor(p.b, "Add.b", DType::kF32, {rows, cols});
+  CheckTensor(p.out, "Add.out", DType::kF32, {rows, cols});
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t c = 0; c < cols; ++c) {
+      // Summed in f32: the exact f32 sum rounded once, as every backend computes it.
+      const float sum = static_cast<float>(Load(p.a, Off(p.a, r, c))) +
+                        static_cast<float>(Load(p.b, Off(p.b, r, c)));
+      Store(p.out, Off(p.out, r, c), sum);
+    }
+  }
+}
+
+void RefBackend::RunCopy(const CopyParams& p) {
+  MLASERVE_CHECK(!p.src.empty() && !p.dst.empty() && p.src.ndim() == p.dst.ndim());
+  const int ndim = p.src.ndim();
+  for (int d = 0; d < ndim; ++d) MLASERVE_CHECK(p.src.size(d) == p.dst.size(d));
+  const bool ints = p.src.dtype() == DType::kI32 && p.dst.dtype() == DType::kI32;
+  MLASERVE_CHECK(ints ||
+                 (kWeightDTypes.contains(p.src.dtype()) && kWeightDTypes.contains(p.dst.dtype())));
+  MLASERVE_CHECK(!Overlaps(p.src, p.dst));
+  // Walks the shape as an odometer, padded to kMaxDims with unit extents.
+  int64_t shape[TensorView::kMaxDims], src_stride[TensorView::kMaxDims],
+      dst_stride[TensorView::kMaxDims];
+  const int pad = TensorView::kMaxDims - ndim;
+  for (int d = 0; d < TensorView::kMaxDims; ++d) {
+    shape[d] = d < pad ? 1 : p.src.size(d - pad);
+    src_stride[d] = d < pad ? 0 : p.src.stride(d - pad);
+    dst_stride[d] = d < pad ? 0 : p.dst.stride(d - pad);
+  }
+  const size_t elem = DTypeSize(p.src.dtype());
+  const bool raw = p.src.dtype() == p.dst.dtype();
+  for (int64_t i0 = 0; i0 < shape[0]; ++i0) {
+    for (int64_t i1 = 0; i1 < shape[1]; ++i1) {
+      for (int64_t i2 = 0; i2 < shape[2]; ++i2) {
+        for (int64_t i3 = 0; i3 < shape[3]; ++i3) {
+          const int64_t s =
+              i0 * src_stride[0] + i1 * src_stride[1] + i2 * src_stride[2] + i3 * src_stride[3];
+          const int64_t d =
+              i0 * dst_stride[0] + i1 * dst_stride[1] + i2 * dst_stride[2] + i3 * dst_stride[3];
+          if (raw) {
+            std::memcpy(p.dst.ptr<char>() + d * elem, p.src.ptr<const char>() + s * elem, elem);
+          } else {
+            Store(p.dst, d, Load(p.src, s));
+          }
+        }
+      }
+    }
+  }
+}
+
+void RefBackend::RunApplyRope(const RopeParams& p) {
+  CheckTensor(p.x, "ApplyRope.x", DType::kF32, {kAnyDim, kAnyDim, kAnyDim});
+  const int64_t num_tokens = p.x.size(0), num_heads = p.x.size(1), rope_dim = p.x.size(2);
+  MLASERVE_CHECK(rope_dim % 2 == 0);
+  const int64_t half = rope_dim / 2;
+  CheckTensor(p.positions, "ApplyRope.positions", DType::kI32, {num_tokens});
+  CheckTensor(p.cos_sin, "ApplyRope.cos_sin", DType::kF32, {kAnyDim, rope_dim});
+  CheckContiguous(p.cos_sin, "ApplyRope.cos_sin");
+  const float* table = p.cos_sin.ptr<const float>();
+  std::vector<double> x(rope_dim);
+  for (int64_t t = 0; t < num_tokens; ++t) {
+    const int32_t pos = LoadI32(p.positions, Off(p.positions, t));
+    MLASERVE_CHECK(pos >= 0 && pos < p.cos_sin.size(0));
+    const float* cos = table + pos * rope_dim;
+    const float* sin = cos + half;
+    for (int64_t h = 0; h < num_heads; ++h) {
+      // The whole head is read first: the de-interleaved result overwrites it in place.
+      for (int64_t i = 0; i < rope_dim; ++i) x[i] = Load(p.x, Off(p.x, t, h, i));
+      for (int64_t i = 0; i < half; ++i) {
+        const double even = x[2 * i], odd = x[2 * i + 1];
+        Store(p.x, Off(p.x, t, h, i), even * cos[i] - odd * sin[i]);
+        Store(p.x, Off(p.x, t, h, i + half), odd * cos[i] + even * sin[i]);
+      }
+    }
+  }
+}
+
+std::unique_ptr<Backend> MakeRefBackend() { return std::make_unique<RefBackend>(); }
+
+}  // namespace mlaserve

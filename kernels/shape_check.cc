@@ -1,0 +1,81 @@
+#include "kernels/shape_check.h"
+
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+
+namespace mlaserve {
+namespace {
+
+std::string Describe(const TensorView& v) {
+  std::string s(DTypeName(v.dtype()));
+  s += " [";
+  for (int d = 0; d < v.ndim(); ++d) {
+    if (d > 0) s += ", ";
+    s += std::to_string(v.size(d));
+  }
+  s += "] strides [";
+  for (int d = 0; d < v.ndim(); ++d) {
+    if (d > 0) s += ", ";
+    s += std::to_string(v.stride(d));
+  }
+  return s + "]";
+}
+
+std::string DescribeShape(std::initializer_list<int64_t> shape) {
+  std::string s = "[";
+  bool first = true;
+  for (int64_t e : shape) {
+    if (!first) s += ", ";
+    first = false;
+    s += e == kAnyDim ? std::string("*") : std::to_string(e);
+  }
+  return s + "]";
+}
+
+[[noreturn]] void Fail(const char* name, const std::string& why, const TensorView& v) {
+  std::fprintf(stderr, "MLASERVE_CHECK failed: %s: %s; got %s\n", name, why.c_str(),
+               v.empty() ? "an absent view" : Describe(v).c_str());
+  std::abort();
+}
+
+}  // namespace
+
+void CheckTensor(const TensorView& v, const char* name, DTypeSet dtypes,
+                 std::initializer_list<int64_t> shape) {
+  const std::string want = "expected shape " + DescribeShape(shape);
+  if (v.empty()) Fail(name, want, v);
+  if (!dtypes.contains(v.dtype())) Fail(name, "unexpected dtype", v);
+  if (v.ndim() != static_cast<int>(shape.size())) Fail(name, want, v);
+  int d = 0;
+  for (int64_t e : shape) {
+    if (e != kAnyDim && v.size(d) != e) Fail(name, want, v);
+    ++d;
+  }
+  if (v.ndim() > 0 && v.size(-1) > 1 && v.stride(-1) != 1) {
+    Fail(name, "innermost dimension must be contiguous", v);
+  }
+}
+
+void CheckContiguous(const TensorView& v, const char* name) {
+  if (!v.is_contiguous()) Fail(name, "must be contiguous", v);
+}
+
+bool Overlaps(const TensorView& a, const TensorView& b) {
+  if (a.empty() || b.empty() || a.numel() == 0 || b.numel() == 0) return false;
+  auto span_bytes = [](const TensorView& v) {
+    int64_t last = 0;
+    for (int d = 0; d < v.ndim(); ++d) {
+      MLASERVE_CHECK(v.stride(d) >= 0);
+      last += (v.size(d) - 1) * v.stride(d);
+    }
+    return (last + 1) * static_cast<int64_t>(DTypeSize(v.dtype()));
+  };
+  const auto a0 = reinterpret_cast<uintptr_t>(a.data());
+  const auto b0 = reinterpret_cast<uintptr_t>(b.data());
+  return a0 < b0 + static_cast<uintptr_t>(span_bytes(b)) &&
+         b0 < a0 + static_cast<uintptr_t>(span_bytes(a));
+}
+
+}  // namespace mlaserve
