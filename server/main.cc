@@ -1,10 +1,36 @@
-// mlaserve: the daemon and its subcommands (see docs/cli.md).
+// mlaserve: the daemon and its offline subcommands (docs/cli.md).
+//   mlaserve [serve] [--flags]    mlaserve generate ...    mlaserve tokenize ...
 #include <cstdio>
+#include <cstring>
 #include <string_view>
+#include <vector>
+
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
+#include "server/generate_command.h"
+
+namespace {
+
+constexpr std::string_view kUsage =
+    "mlaserve [serve] [--flags]: serve a DeepSeek model over gRPC\n"
+    "mlaserve generate --prompt_ids=1,2,3 [--flags]: offline generation\n"
+    "Run with --help for every flag.";
+
+}  // namespace
 
 int main(int argc, char** argv) {
-  std::string_view cmd = argc > 1 ? argv[1] : "serve";
-  std::fprintf(stderr, "mlaserve: subcommand '%.*s' is not available in this build\n",
-               static_cast<int>(cmd.size()), cmd.data());
+  absl::SetProgramUsageMessage(absl::string_view(kUsage.data(), kUsage.size()));
+  // The subcommand is the first argument unless that is a flag (then it is `serve`).
+  std::string_view command = "serve";
+  std::vector<char*> args(argv, argv + argc);
+  if (argc > 1 && argv[1][0] != '-') {
+    command = argv[1];
+    args.erase(args.begin() + 1);
+  }
+  absl::ParseCommandLine(static_cast<int>(args.size()), args.data());
+  if (command == "generate") return mlaserve::RunGenerateCommand();
+  std::fprintf(stderr, "mlaserve: unknown or unavailable subcommand \"%.*s\"\n%.*s\n",
+               static_cast<int>(command.size()), command.data(),
+               static_cast<int>(kUsage.size()), kUsage.data());
   return 2;
 }

@@ -1,0 +1,20 @@
+// Chooses and creates the compute backend for --backend=auto|cpu|cuda|ref.
+#ifndef MLASERVE_SERVER_BACKEND_SELECTION_H_
+#define MLASERVE_SERVER_BACKEND_SELECTION_H_
+
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "kernels/backend.h"
+
+namespace mlaserve {
+
+// "cpu": the production CPU backend with `num_threads` (0 = all cores); "ref": the oracle
+// (slow; for checking); "cuda": fails with a clear error when no CUDA device is usable (or the
+// build has no CUDA backend); "auto": cuda when usable, else cpu, with a log line saying why.
+absl::StatusOr<std::unique_ptr<Backend>> CreateBackend(const std::string& kind, int num_threads);
+
+}  // namespace mlaserve
+
+#endif  // MLASERVE_SERVER_BACKEND_SELECTION_H_
