@@ -19,16 +19,24 @@ uint64_t Mix(uint64_t x) {
   return x;
 }
 
+uint64_t PackPair(const int32_t* tokens) {
+  return (static_cast<uint64_t>(static_cast<uint32_t>(tokens[0])) << 32) |
+         static_cast<uint32_t>(tokens[1]);
+}
+
+// Four independent lanes, so the multiply latency of Mix overlaps across pairs of tokens.
 uint64_t HashTokens(uint64_t parent_hash, const int32_t* tokens, int32_t num_tokens) {
-  uint64_t h = Mix(parent_hash + 0x9e3779b97f4a7c15ULL);
+  uint64_t lanes[4] = {Mix(parent_hash + 0x9e3779b97f4a7c15ULL), 0x243f6a8885a308d3ULL,
+                       0x13198a2e03707344ULL, 0xa4093822299f31d0ULL};
   int32_t i = 0;
-  for (; i + 1 < num_tokens; i += 2) {
-    const uint64_t pair = (static_cast<uint64_t>(static_cast<uint32_t>(tokens[i])) << 32) |
-                          static_cast<uint32_t>(tokens[i + 1]);
-    h = Mix(h ^ pair);
+  for (; i + 8 <= num_tokens; i += 8) {
+    for (int lane = 0; lane < 4; ++lane) {
+      lanes[lane] = Mix(lanes[lane] ^ PackPair(tokens + i + 2 * lane));
+    }
   }
-  if (i < num_tokens) h = Mix(h ^ static_cast<uint32_t>(tokens[i]) ^ (1ULL << 63));
-  return h;
+  for (; i + 2 <= num_tokens; i += 2) lanes[0] = Mix(lanes[0] ^ PackPair(tokens + i));
+  if (i < num_tokens) lanes[0] = Mix(lanes[0] ^ static_cast<uint32_t>(tokens[i]) ^ (1ULL << 63));
+  return Mix(lanes[0] ^ Mix(lanes[1] ^ Mix(lanes[2] ^ Mix(lanes[3] ^ num_tokens))));
 }
 
 template <typename... Args>
@@ -67,8 +75,9 @@ uint64_t KvBlockManager::RootHash(const Sequence& seq) const {
 
 void KvBlockManager::HashFullBlocks(Sequence& seq) const {
   if (!enable_prefix_caching_) return;
-  const int32_t num_full = seq.num_tokens() / block_size_;
-  for (auto i = static_cast<int32_t>(seq.block_hashes.size()); i < num_full; ++i) {
+  // Called after every sampled token: multiply, not divide, to find there is nothing to do.
+  for (auto i = static_cast<int32_t>(seq.block_hashes.size());
+       static_cast<int64_t>(i + 1) * block_size_ <= seq.num_tokens(); ++i) {
     const uint64_t parent = i == 0 ? RootHash(seq) : seq.block_hashes[i - 1];
     seq.block_hashes.push_back(
         HashTokens(parent, seq.token_ids.data() + static_cast<size_t>(i) * block_size_,
@@ -148,6 +157,8 @@ int32_t KvBlockManager::NumAppendableTokens(const Sequence& seq) const {
 }
 
 bool KvBlockManager::CanAppend(const Sequence& seq, int32_t num_new_tokens) const {
+  const int64_t capacity = static_cast<int64_t>(seq.block_table.size()) * block_size_;
+  if (seq.num_computed_tokens + num_new_tokens <= capacity) return true;  // most decodes
   const int32_t needed = NumBlocksFor(seq.num_computed_tokens + num_new_tokens) -
                          static_cast<int32_t>(seq.block_table.size());
   return needed <= num_free_blocks_;
@@ -156,13 +167,16 @@ bool KvBlockManager::CanAppend(const Sequence& seq, int32_t num_new_tokens) cons
 void KvBlockManager::Append(Sequence& seq, int32_t num_new_tokens) {
   MLASERVE_CHECK(num_new_tokens >= 0);
   MLASERVE_CHECK(CanAppend(seq, num_new_tokens));
-  const int32_t target = NumBlocksFor(seq.num_computed_tokens + num_new_tokens);
-  while (static_cast<int32_t>(seq.block_table.size()) < target) {
+  const int32_t num_tokens = seq.num_computed_tokens + num_new_tokens;
+  while (static_cast<int64_t>(seq.block_table.size()) * block_size_ < num_tokens) {
     seq.block_table.push_back(TakeFreeBlock());
   }
 }
 
 void KvBlockManager::CommitComputedBlocks(Sequence& seq) {
+  if (static_cast<int64_t>(seq.num_committed_blocks + 1) * block_size_ > seq.num_computed_tokens) {
+    return;  // most steps complete no block
+  }
   const int32_t num_complete = seq.num_computed_tokens / block_size_;
   if (!enable_prefix_caching_) {
     seq.num_committed_blocks = std::max(seq.num_committed_blocks, num_complete);

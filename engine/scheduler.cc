@@ -104,6 +104,7 @@ absl::Status Scheduler::Add(std::unique_ptr<Sequence> seq) {
 ScheduledBatch Scheduler::Schedule() {
   MLASERVE_CHECK_MSG(!in_flight_, "Postprocess() was not called for the previous batch");
   ScheduledBatch batch;
+  batch.items.reserve(std::min<size_t>(running_.size() + waiting_.size(), options_.max_num_seqs));
   int32_t budget = options_.max_num_batched_tokens;
 
   // 1. Deadlines: drop expired sequences before they take compute.
@@ -232,13 +233,13 @@ void Scheduler::RemoveRunning(Sequence* seq) {
   running_.erase(it);
 }
 
-std::vector<SequenceOutput> Scheduler::Postprocess(const ScheduledBatch& batch,
-                                                   absl::Span<const int32_t> next_tokens) {
+const std::vector<SequenceOutput>& Scheduler::Postprocess(const ScheduledBatch& batch,
+                                                          absl::Span<const int32_t> next_tokens) {
   MLASERVE_CHECK(in_flight_ || batch.items.empty());
   MLASERVE_CHECK(next_tokens.size() == static_cast<size_t>(batch.num_samples));
   in_flight_ = false;
-  std::vector<SequenceOutput> outputs;
-  outputs.reserve(next_tokens.size());
+  // Outputs are written over last step's, so their id strings' storage is reused.
+  outputs_.resize(next_tokens.size());
   std::vector<Sequence*> finished;
   size_t next = 0;
   for (const ScheduledSeq& item : batch.items) {
@@ -257,14 +258,15 @@ std::vector<SequenceOutput> Scheduler::Postprocess(const ScheduledBatch& batch,
       if (seq.deadline != absl::InfiniteFuture()) deadlines_.erase(&seq);
       finished.push_back(&seq);
     }
-    SequenceOutput& out = outputs.emplace_back(MakeOutput(seq));
+    SequenceOutput& out = outputs_[next - 1];
+    FillOutput(seq, out);
     if (reason != FinishReason::kStop) out.token = token;
   }
   if (!finished.empty()) {
     std::erase_if(running_, [](const Sequence* s) { return s->is_finished(); });
     for (Sequence* seq : finished) seqs_.erase(seqs_.find(seq->id));
   }
-  return outputs;
+  return outputs_;
 }
 
 FinishReason Scheduler::AcceptToken(Sequence& seq, int32_t token) {
@@ -283,15 +285,14 @@ FinishReason Scheduler::AcceptToken(Sequence& seq, int32_t token) {
   return FinishReason::kNone;
 }
 
-SequenceOutput Scheduler::MakeOutput(const Sequence& seq) {
-  SequenceOutput out;
+void Scheduler::FillOutput(const Sequence& seq, SequenceOutput& out) {
   out.request_id = seq.id;
+  out.token.reset();
   out.finished = seq.is_finished();
   out.finish_reason = seq.finish_reason;
   out.num_prompt_tokens = seq.num_prompt_tokens;
   out.num_cached_tokens = seq.num_cached_tokens;
   out.num_output_tokens = seq.num_output_tokens();
-  return out;
 }
 
 void Scheduler::Abort(const RequestId& id) {
@@ -324,7 +325,7 @@ void Scheduler::End(Sequence* seq, FinishReason reason, bool report) {
   kv_.Free(*seq);
   seq->status = SequenceStatus::kFinished;
   seq->finish_reason = reason;
-  if (report) ended_.push_back(MakeOutput(*seq));
+  if (report) FillOutput(*seq, ended_.emplace_back());
   seqs_.erase(seqs_.find(seq->id));
 }
 

@@ -121,9 +121,10 @@ class Scheduler {
   // conditions: eos (unless ignore_eos) and stop_token_ids end with kStop once min_tokens output
   // tokens exist, and the stop token itself is not appended nor streamed; max_tokens and the
   // context limit end with kLength. Finished sequences release their blocks and are destroyed.
-  // Returns one output per item with samples_token, in item order.
-  std::vector<SequenceOutput> Postprocess(const ScheduledBatch& batch,
-                                          absl::Span<const int32_t> next_tokens);
+  // Returns one output per item with samples_token, in item order. The outputs live in a buffer
+  // that the next Postprocess() overwrites (reusing it saves an id copy per sequence per step).
+  const std::vector<SequenceOutput>& Postprocess(const ScheduledBatch& batch,
+                                                 absl::Span<const int32_t> next_tokens);
 
   // Ends a live sequence at once, in any state, freeing its blocks; it is reported with kAbort
   // in the next ScheduledBatch::finished. Unknown ids are ignored.
@@ -168,7 +169,7 @@ class Scheduler {
   void RemoveRunning(Sequence* seq);
   // Appends the stop-checked token; returns why the sequence ends, or kNone.
   FinishReason AcceptToken(Sequence& seq, int32_t token);
-  static SequenceOutput MakeOutput(const Sequence& seq);
+  static void FillOutput(const Sequence& seq, SequenceOutput& out);
   // Removes a live sequence from every queue, frees its blocks and destroys it.
   void End(Sequence* seq, FinishReason reason, bool report);
 
@@ -184,6 +185,7 @@ class Scheduler {
   std::set<Sequence*, WaitingOrder> waiting_;
   std::set<Sequence*, DeadlineOrder> deadlines_;  // live sequences with a finite deadline
   std::vector<SequenceOutput> ended_;             // for the next ScheduledBatch::finished
+  std::vector<SequenceOutput> outputs_;           // returned by Postprocess()
 };
 
 }  // namespace mlaserve
