@@ -1,5 +1,8 @@
 #include "kernels/host_backend.h"
 
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <utility>
@@ -23,6 +26,42 @@ class RecordedGraph : public Graph {
 void FreeAligned(void* p) { std::free(p); }
 
 }  // namespace
+
+std::unique_ptr<OpProfile> OpProfile::FromEnvironment() {
+  const char* v = std::getenv("MLASERVE_PROFILE");
+  if (v == nullptr || v[0] != '1') return nullptr;
+  return std::make_unique<OpProfile>();
+}
+
+int64_t OpProfile::NowNanos() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+void OpProfile::Add(const char* op, int64_t nanos) {
+  for (Entry& e : entries_) {
+    if (std::strcmp(e.op, op) == 0) {
+      ++e.calls;
+      e.nanos += nanos;
+      return;
+    }
+  }
+  entries_.push_back({op, 1, nanos});
+}
+
+OpProfile::~OpProfile() {
+  std::sort(entries_.begin(), entries_.end(),
+            [](const Entry& a, const Entry& b) { return a.nanos > b.nanos; });
+  int64_t total = 0;
+  for (const Entry& e : entries_) total += e.nanos;
+  std::fprintf(stderr, "op profile (wall time per op):\n");
+  for (const Entry& e : entries_) {
+    std::fprintf(stderr, "  %-18s %8lld calls %10.3f ms %5.1f%%\n", e.op,
+                 static_cast<long long>(e.calls), e.nanos / 1e6,
+                 total > 0 ? 100.0 * e.nanos / total : 0.0);
+  }
+}
 
 bool PoisonEnabled() {
   static const bool enabled = [] {

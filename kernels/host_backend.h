@@ -5,6 +5,7 @@
 #ifndef MLASERVE_KERNELS_HOST_BACKEND_H_
 #define MLASERVE_KERNELS_HOST_BACKEND_H_
 
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <vector>
@@ -13,33 +14,51 @@
 
 namespace mlaserve {
 
+// Accumulated wall time per op name (a profiling aid for the host backends).
+class OpProfile {
+ public:
+  // A profile when MLASERVE_PROFILE=1, else nullptr.
+  static std::unique_ptr<OpProfile> FromEnvironment();
+  static int64_t NowNanos();
+  ~OpProfile();  // prints the table to stderr
+  void Add(const char* op, int64_t nanos);
+
+ private:
+  struct Entry {
+    const char* op;
+    int64_t calls = 0;
+    int64_t nanos = 0;
+  };
+  std::vector<Entry> entries_;
+};
+
 class HostBackend : public Backend {
  public:
   absl::StatusOr<DeviceBuffer> Allocate(size_t bytes) override;
   void CopyFromHost(const void* src, size_t bytes, const TensorView& dst) override;
   void CopyToHost(const TensorView& src, void* dst, size_t bytes) override;
 
-  void Embedding(const EmbeddingParams& p) override { Dispatch(&HostBackend::RunEmbedding, p); }
-  void RmsNorm(const RmsNormParams& p) override { Dispatch(&HostBackend::RunRmsNorm, p); }
-  void Gemm(const GemmParams& p) override { Dispatch(&HostBackend::RunGemm, p); }
-  void SiluMul(const SiluMulParams& p) override { Dispatch(&HostBackend::RunSiluMul, p); }
-  void Add(const AddParams& p) override { Dispatch(&HostBackend::RunAdd, p); }
-  void Copy(const CopyParams& p) override { Dispatch(&HostBackend::RunCopy, p); }
-  void ApplyRope(const RopeParams& p) override { Dispatch(&HostBackend::RunApplyRope, p); }
+  void Embedding(const EmbeddingParams& p) override { Dispatch(&HostBackend::RunEmbedding, p, "Embedding"); }
+  void RmsNorm(const RmsNormParams& p) override { Dispatch(&HostBackend::RunRmsNorm, p, "RmsNorm"); }
+  void Gemm(const GemmParams& p) override { Dispatch(&HostBackend::RunGemm, p, "Gemm"); }
+  void SiluMul(const SiluMulParams& p) override { Dispatch(&HostBackend::RunSiluMul, p, "SiluMul"); }
+  void Add(const AddParams& p) override { Dispatch(&HostBackend::RunAdd, p, "Add"); }
+  void Copy(const CopyParams& p) override { Dispatch(&HostBackend::RunCopy, p, "Copy"); }
+  void ApplyRope(const RopeParams& p) override { Dispatch(&HostBackend::RunApplyRope, p, "ApplyRope"); }
   void WriteKvCache(const KvWriteParams& p) override {
-    Dispatch(&HostBackend::RunWriteKvCache, p);
+    Dispatch(&HostBackend::RunWriteKvCache, p, "WriteKvCache");
   }
   void GatherKvCache(const GatherKvParams& p) override {
-    Dispatch(&HostBackend::RunGatherKvCache, p);
+    Dispatch(&HostBackend::RunGatherKvCache, p, "GatherKvCache");
   }
-  void MlaPrefill(const MlaPrefillParams& p) override { Dispatch(&HostBackend::RunMlaPrefill, p); }
-  void MergeAttn(const MergeAttnParams& p) override { Dispatch(&HostBackend::RunMergeAttn, p); }
-  void MlaDecode(const MlaDecodeParams& p) override { Dispatch(&HostBackend::RunMlaDecode, p); }
-  void MoeRoute(const MoeRouteParams& p) override { Dispatch(&HostBackend::RunMoeRoute, p); }
+  void MlaPrefill(const MlaPrefillParams& p) override { Dispatch(&HostBackend::RunMlaPrefill, p, "MlaPrefill"); }
+  void MergeAttn(const MergeAttnParams& p) override { Dispatch(&HostBackend::RunMergeAttn, p, "MergeAttn"); }
+  void MlaDecode(const MlaDecodeParams& p) override { Dispatch(&HostBackend::RunMlaDecode, p, "MlaDecode"); }
+  void MoeRoute(const MoeRouteParams& p) override { Dispatch(&HostBackend::RunMoeRoute, p, "MoeRoute"); }
   void MoeAlignBlockSize(const MoeAlignParams& p) override {
-    Dispatch(&HostBackend::RunMoeAlignBlockSize, p);
+    Dispatch(&HostBackend::RunMoeAlignBlockSize, p, "MoeAlignBlockSize");
   }
-  void MoeExperts(const MoeExpertsParams& p) override { Dispatch(&HostBackend::RunMoeExperts, p); }
+  void MoeExperts(const MoeExpertsParams& p) override { Dispatch(&HostBackend::RunMoeExperts, p, "MoeExperts"); }
 
   void BeginCapture() override;
   std::unique_ptr<Graph> EndCapture() override;
@@ -64,15 +83,27 @@ class HostBackend : public Backend {
 
  private:
   template <typename P>
-  void Dispatch(void (HostBackend::*run)(const P&), const P& p) {
+  void Dispatch(void (HostBackend::*run)(const P&), const P& p, const char* op) {
     if (recording_ != nullptr) {
-      recording_->push_back([this, run, p] { (this->*run)(p); });
+      recording_->push_back([this, run, p, op] { Run(run, p, op); });
     } else {
-      (this->*run)(p);
+      Run(run, p, op);
     }
+  }
+  template <typename P>
+  void Run(void (HostBackend::*run)(const P&), const P& p, const char* op) {
+    if (profile_ == nullptr) {
+      (this->*run)(p);
+      return;
+    }
+    const int64_t start = OpProfile::NowNanos();
+    (this->*run)(p);
+    profile_->Add(op, OpProfile::NowNanos() - start);
   }
 
   std::unique_ptr<std::vector<std::function<void()>>> recording_;
+  // Per-op wall time, kept when MLASERVE_PROFILE=1 and printed to stderr on destruction.
+  std::unique_ptr<OpProfile> profile_ = OpProfile::FromEnvironment();
 };
 
 }  // namespace mlaserve
