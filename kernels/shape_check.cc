@@ -44,13 +44,15 @@ std::string DescribeShape(std::initializer_list<int64_t> shape) {
 
 void CheckTensor(const TensorView& v, const char* name, DTypeSet dtypes,
                  std::initializer_list<int64_t> shape) {
-  const std::string want = "expected shape " + DescribeShape(shape);
-  if (v.empty()) Fail(name, want, v);
+  // The message is built only on failure: checks run on every op of the hot path, which must
+  // not allocate.
+  auto fail_shape = [&] { Fail(name, "expected shape " + DescribeShape(shape), v); };
+  if (v.empty()) fail_shape();
   if (!dtypes.contains(v.dtype())) Fail(name, "unexpected dtype", v);
-  if (v.ndim() != static_cast<int>(shape.size())) Fail(name, want, v);
+  if (v.ndim() != static_cast<int>(shape.size())) fail_shape();
   int d = 0;
   for (int64_t e : shape) {
-    if (e != kAnyDim && v.size(d) != e) Fail(name, want, v);
+    if (e != kAnyDim && v.size(d) != e) fail_shape();
     ++d;
   }
   if (v.ndim() > 0 && v.size(-1) > 1 && v.stride(-1) != 1) {
