@@ -9,6 +9,7 @@
 #include "engine/model_loader.h"
 #include "engine/model_runner.h"
 #include "gtest/gtest.h"
+#include "kernels/cpu/cpu_backend.h"
 #include "kernels/ref/ref_backend.h"
 #include "tests/engine/model_test_util.h"
 
@@ -74,14 +75,20 @@ int32_t CheckStep(absl::Span<const float> row, const Golden& golden, size_t step
   return greedy;
 }
 
-class GoldenTest : public ::testing::TestWithParam<std::tuple<std::string, RunConfig>> {};
+// The oracle and the production CPU backend (2 threads, so work is really split).
+std::unique_ptr<Backend> MakeBackend(const std::string& name) {
+  return name == "ref" ? MakeRefBackend() : MakeCpuBackend(2);
+}
+
+class GoldenTest
+    : public ::testing::TestWithParam<std::tuple<std::string, RunConfig, std::string>> {};
 
 TEST_P(GoldenTest, GreedyIdsAndTopLogprobsMatchReference) {
-  const auto& [variant, rc] = GetParam();
+  const auto& [variant, rc, backend_name] = GetParam();
   const std::string dir = testing::ModelDir(variant);
   auto golden = testing::ReadGolden(dir);
   ASSERT_TRUE(golden.ok()) << golden.status();
-  auto backend = MakeRefBackend();
+  auto backend = MakeBackend(backend_name);
   auto runner = LoadRunner(dir, backend.get(), rc);
   ASSERT_NE(runner, nullptr);
 
@@ -107,11 +114,11 @@ TEST_P(GoldenTest, GreedyIdsAndTopLogprobsMatchReference) {
 // Two sequences share every step: one decodes while the other prefills in chunks, so steps
 // mix absorbed decode and chunked prefill with cached context. Both must follow the golden.
 TEST_P(GoldenTest, MixedDecodeAndPrefillBatchesMatchReference) {
-  const auto& [variant, rc] = GetParam();
+  const auto& [variant, rc, backend_name] = GetParam();
   const std::string dir = testing::ModelDir(variant);
   auto golden = testing::ReadGolden(dir);
   ASSERT_TRUE(golden.ok()) << golden.status();
-  auto backend = MakeRefBackend();
+  auto backend = MakeBackend(backend_name);
   RunConfig wide = rc;
   wide.max_num_tokens = rc.max_num_tokens + 1;  // room for one decode beside a full chunk
   auto runner = LoadRunner(dir, backend.get(), wide);
@@ -149,9 +156,10 @@ TEST_P(GoldenTest, MixedDecodeAndPrefillBatchesMatchReference) {
 INSTANTIATE_TEST_SUITE_P(
     Variants, GoldenTest,
     ::testing::Combine(::testing::ValuesIn(testing::ModelVariants()),
-                       ::testing::ValuesIn(kRunConfigs)),
+                       ::testing::ValuesIn(kRunConfigs), ::testing::Values("ref", "cpu")),
     [](const auto& info) {
-      return std::get<0>(info.param) + "_" + std::get<1>(info.param).name;
+      return std::get<0>(info.param) + "_" + std::get<1>(info.param).name + "_" +
+             std::get<2>(info.param);
     });
 
 }  // namespace
