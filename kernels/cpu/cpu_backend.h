@@ -1,0 +1,61 @@
+// CpuBackend: the production CPU backend. Same op semantics as the RefBackend oracle
+// (kernels/params.h), run with SIMD kernels chosen at construction for this processor
+// (AVX-512, AVX2 or portable; MLASERVE_CPU_ISA caps the choice, see cpu_features.h) on a
+// persistent OpenMP team of num_threads() threads.
+//
+// Memory: all scratch (per-thread GEMM packing panels, attention and routing buffers) is
+// allocated once, here at construction, for the largest shapes the ops accept; ops never
+// allocate. Work is split statically so that each thread streams its own slice of weight rows.
+//
+// Thread-compatible: one thread at a time calls the ops, like every Backend.
+#ifndef MLASERVE_KERNELS_CPU_CPU_BACKEND_H_
+#define MLASERVE_KERNELS_CPU_CPU_BACKEND_H_
+
+#include <memory>
+#include <string_view>
+
+#include "kernels/cpu/cpu_context.h"
+#include "kernels/cpu/cpu_features.h"
+#include "kernels/host_backend.h"
+
+namespace mlaserve {
+
+class CpuBackend : public HostBackend {
+ public:
+  // num_threads = 0 uses every core the process may run on.
+  explicit CpuBackend(int num_threads);
+  ~CpuBackend() override;
+
+  std::string_view name() const override { return "cpu"; }
+  CpuIsa isa() const { return ctx_.k().isa; }
+  int num_threads() const { return ctx_.num_threads(); }
+
+ protected:
+  void RunEmbedding(const EmbeddingParams& p) override { CpuEmbedding(ctx_, p); }
+  void RunRmsNorm(const RmsNormParams& p) override { CpuRmsNorm(ctx_, p); }
+  void RunGemm(const GemmParams& p) override { CpuGemm(ctx_, p); }
+  void RunSiluMul(const SiluMulParams& p) override { CpuSiluMul(ctx_, p); }
+  void RunAdd(const AddParams& p) override { CpuAdd(ctx_, p); }
+  void RunCopy(const CopyParams& p) override { CpuCopy(ctx_, p); }
+  void RunApplyRope(const RopeParams& p) override { CpuApplyRope(ctx_, p); }
+  void RunWriteKvCache(const KvWriteParams& p) override { CpuWriteKvCache(ctx_, p); }
+  void RunGatherKvCache(const GatherKvParams& p) override { CpuGatherKvCache(ctx_, p); }
+  void RunMlaPrefill(const MlaPrefillParams& p) override { CpuMlaPrefill(ctx_, p); }
+  void RunMergeAttn(const MergeAttnParams& p) override { CpuMergeAttn(ctx_, p); }
+  void RunMlaDecode(const MlaDecodeParams& p) override { CpuMlaDecode(ctx_, p); }
+  void RunMoeRoute(const MoeRouteParams& p) override { CpuMoeRoute(ctx_, p); }
+  void RunMoeAlignBlockSize(const MoeAlignParams& p) override { CpuMoeAlignBlockSize(ctx_, p); }
+  void RunMoeExperts(const MoeExpertsParams& p) override { CpuMoeExperts(ctx_, p); }
+
+ private:
+  CpuBackend(int num_threads, char* arena);
+
+  char* arena_;  // num_threads() * CpuContext::kThreadScratchBytes, owned
+  CpuContext ctx_;
+};
+
+std::unique_ptr<Backend> MakeCpuBackend(int num_threads);
+
+}  // namespace mlaserve
+
+#endif  // MLASERVE_KERNELS_CPU_CPU_BACKEND_H_

@@ -1,0 +1,105 @@
+// CpuContext: what every CPU op needs besides its params — the ISA kernel table, the thread
+// team and the per-thread scratch that the backend allocates once at construction. The ops
+// (cpu_gemm.cc, cpu_elementwise.cc, cpu_attention.cc, cpu_moe.cc) are free functions over it.
+#ifndef MLASERVE_KERNELS_CPU_CPU_CONTEXT_H_
+#define MLASERVE_KERNELS_CPU_CPU_CONTEXT_H_
+
+#include <omp.h>
+
+#include <cstdint>
+
+#include "kernels/cpu/cpu_kernels.h"
+#include "kernels/params.h"
+
+namespace mlaserve {
+
+// [begin, end) of a split.
+struct Range {
+  int64_t begin;
+  int64_t end;
+};
+
+// Part `part` of `parts` near-equal contiguous pieces of [0, n), with interior boundaries on
+// multiples of `align`.
+inline Range SplitRange(int64_t n, int parts, int part, int64_t align = 1) {
+  const int64_t units = (n + align - 1) / align;
+  auto bound = [&](int p) {
+    const int64_t u = units * p / parts;
+    return u * align < n ? u * align : n;
+  };
+  return {bound(part), bound(part + 1)};
+}
+
+class CpuContext {
+ public:
+  // Floats of op scratch per thread beyond the Gemm scratch: enough for MLA decode over 128
+  // heads of a 512 + 64 latent at once (fewer heads per pass when a model needs more).
+  static constexpr int64_t kOpScratchFloats = 192 * 1024;
+  // Int32 entries of index scratch per thread (MoE row lists).
+  static constexpr int64_t kIndexScratch = 1024;
+  // Bytes of scratch per thread, a multiple of 64.
+  static constexpr int64_t kThreadScratchBytes =
+      (kGemmScratchFloats + kOpScratchFloats) * 4 + kIndexScratch * 4;
+
+  // `arena`: num_threads * kThreadScratchBytes bytes, 64-byte aligned, owned by the caller.
+  CpuContext(const CpuKernels& kernels, int num_threads, char* arena)
+      : kernels_(&kernels), num_threads_(num_threads), arena_(arena) {}
+
+  const CpuKernels& k() const { return *kernels_; }
+  int num_threads() const { return num_threads_; }
+
+  // Scratch private to thread `t` of the current parallel region (t < num_threads()).
+  float* GemmScratch(int t) const { return reinterpret_cast<float*>(Thread(t)); }
+  float* OpScratch(int t) const { return GemmScratch(t) + kGemmScratchFloats; }
+  int32_t* IndexScratch(int t) const {
+    return reinterpret_cast<int32_t*>(OpScratch(t) + kOpScratchFloats);
+  }
+
+  // Threads worth waking for an op of `work` multiply-adds (or element touches): waking the
+  // team costs a few microseconds, so small ops run on the calling thread.
+  int ThreadsFor(int64_t work) const {
+    constexpr int64_t kWorkPerThread = 1 << 17;
+    const int64_t t = work / kWorkPerThread;
+    return t < 1 ? 1 : (t < num_threads_ ? static_cast<int>(t) : num_threads_);
+  }
+
+  // Runs fn(thread, team_size) on `threads` threads of the persistent OpenMP team (inline
+  // when threads == 1). fn may use `#pragma omp barrier`. team_size may be below `threads`
+  // if the OpenMP runtime grants fewer, so work must be split by the team_size passed in.
+  template <class Fn>
+  void Parallel(int threads, Fn&& fn) const {
+    if (threads <= 1) {
+      fn(0, 1);
+      return;
+    }
+#pragma omp parallel num_threads(threads)
+    fn(omp_get_thread_num(), omp_get_num_threads());
+  }
+
+ private:
+  char* Thread(int t) const { return arena_ + static_cast<int64_t>(t) * kThreadScratchBytes; }
+
+  const CpuKernels* kernels_;
+  int num_threads_;
+  char* arena_;
+};
+
+void CpuEmbedding(const CpuContext& ctx, const EmbeddingParams& p);
+void CpuRmsNorm(const CpuContext& ctx, const RmsNormParams& p);
+void CpuGemm(const CpuContext& ctx, const GemmParams& p);
+void CpuSiluMul(const CpuContext& ctx, const SiluMulParams& p);
+void CpuAdd(const CpuContext& ctx, const AddParams& p);
+void CpuCopy(const CpuContext& ctx, const CopyParams& p);
+void CpuApplyRope(const CpuContext& ctx, const RopeParams& p);
+void CpuWriteKvCache(const CpuContext& ctx, const KvWriteParams& p);
+void CpuGatherKvCache(const CpuContext& ctx, const GatherKvParams& p);
+void CpuMlaPrefill(const CpuContext& ctx, const MlaPrefillParams& p);
+void CpuMergeAttn(const CpuContext& ctx, const MergeAttnParams& p);
+void CpuMlaDecode(const CpuContext& ctx, const MlaDecodeParams& p);
+void CpuMoeRoute(const CpuContext& ctx, const MoeRouteParams& p);
+void CpuMoeAlignBlockSize(const CpuContext& ctx, const MoeAlignParams& p);
+void CpuMoeExperts(const CpuContext& ctx, const MoeExpertsParams& p);
+
+}  // namespace mlaserve
+
+#endif  // MLASERVE_KERNELS_CPU_CPU_CONTEXT_H_

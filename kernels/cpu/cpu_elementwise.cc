@@ -1,0 +1,224 @@
+// Row-wise ops: embedding, RMSNorm, SiLU·mul, add, copy, rotary embedding and the paged latent
+// cache writes and gathers. Memory-bound; rows are split over the team when there are enough.
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+
+#include "kernels/cpu/cpu_context.h"
+#include "kernels/shape_check.h"
+
+namespace mlaserve {
+namespace {
+
+// dst[i] = src[i] converted, for f32/bf16 to f32/bf16 and i32 to i32.
+void ConvertRow(const void* src, DType src_dtype, void* dst, DType dst_dtype, int64_t n) {
+  if (src_dtype == dst_dtype) {
+    std::memcpy(dst, src, static_cast<size_t>(n) * DTypeSize(src_dtype));
+  } else if (src_dtype == DType::kBF16) {
+    const uint16_t* s = static_cast<const uint16_t*>(src);
+    float* d = static_cast<float*>(dst);
+    for (int64_t i = 0; i < n; ++i) d[i] = Bf16ToF32(s[i]);
+  } else {
+    const float* s = static_cast<const float*>(src);
+    uint16_t* d = static_cast<uint16_t*>(dst);
+    for (int64_t i = 0; i < n; ++i) d[i] = F32ToBf16(s[i]);
+  }
+}
+
+template <class T>
+T* At(const TensorView& v, int64_t i0, int64_t i1 = 0, int64_t i2 = 0) {
+  int64_t off = i0 * v.stride(0);
+  if (v.ndim() > 1) off += i1 * v.stride(1);
+  if (v.ndim() > 2) off += i2 * v.stride(2);
+  return static_cast<T*>(v.data()) + off;
+}
+
+char* ByteAt(const TensorView& v, int64_t elem_offset) {
+  return static_cast<char*>(v.data()) + elem_offset * static_cast<int64_t>(DTypeSize(v.dtype()));
+}
+
+// Runs row(r) for r < rows, split over the team when rows * row_cost is large.
+template <class Fn>
+void ForRows(const CpuContext& ctx, int64_t rows, int64_t row_cost, Fn&& row) {
+  const int threads = rows < 2 ? 1 : ctx.ThreadsFor(rows * row_cost);
+  ctx.Parallel(threads, [&](int t, int team) {
+    const Range r = SplitRange(rows, team, t);
+    for (int64_t i = r.begin; i < r.end; ++i) row(i);
+  });
+}
+
+}  // namespace
+
+void CpuEmbedding(const CpuContext& ctx, const EmbeddingParams& p) {
+  CheckTensor(p.ids, "Embedding.ids", DType::kI32, {kAnyDim});
+  const int64_t num_tokens = p.ids.size(0);
+  CheckTensor(p.table, "Embedding.table", kWeightDTypes, {kAnyDim, kAnyDim});
+  const int64_t vocab = p.table.size(0), hidden = p.table.size(1);
+  CheckTensor(p.out, "Embedding.out", DType::kF32, {num_tokens, hidden});
+  ForRows(ctx, num_tokens, hidden, [&](int64_t t) {
+    const int32_t id = *At<const int32_t>(p.ids, t);
+    MLASERVE_CHECK(id >= 0 && id < vocab);
+    ConvertRow(ByteAt(p.table, id * p.table.stride(0)), p.table.dtype(), At<float>(p.out, t),
+               DType::kF32, hidden);
+  });
+}
+
+void CpuRmsNorm(const CpuContext& ctx, const RmsNormParams& p) {
+  CheckTensor(p.x, "RmsNorm.x", DType::kF32, {kAnyDim, kAnyDim});
+  const int64_t rows = p.x.size(0), dim = p.x.size(1);
+  CheckTensor(p.weight, "RmsNorm.weight", kWeightDTypes, {dim});
+  CheckTensor(p.out, "RmsNorm.out", DType::kF32, {rows, dim});
+  const bool has_residual = !p.residual.empty();
+  if (has_residual) CheckTensor(p.residual, "RmsNorm.residual", DType::kF32, {rows, dim});
+  const CpuKernels& k = ctx.k();
+  ForRows(ctx, rows, 4 * dim, [&](int64_t r) {
+    const float* x = At<const float>(p.x, r);
+    float* src = has_residual ? At<float>(p.residual, r) : const_cast<float*>(x);
+    if (has_residual) {
+      for (int64_t i = 0; i < dim; ++i) src[i] += x[i];
+    }
+    const float inv_rms =
+        1.0f / std::sqrt(k.sum_squares(src, dim) / static_cast<float>(dim) + p.eps);
+    k.scale_mul(src, inv_rms, p.weight.data(), p.weight.dtype(), At<float>(p.out, r), dim);
+  });
+}
+
+void CpuSiluMul(const CpuContext& ctx, const SiluMulParams& p) {
+  CheckTensor(p.x, "SiluMul.x", DType::kF32, {kAnyDim, kAnyDim});
+  const int64_t num_tokens = p.x.size(0), inter = p.x.size(1) / 2;
+  MLASERVE_CHECK(p.x.size(1) == 2 * inter);
+  CheckTensor(p.out, "SiluMul.out", DType::kF32, {num_tokens, inter});
+  ForRows(ctx, num_tokens, 16 * inter, [&](int64_t t) {
+    const float* x = At<const float>(p.x, t);
+    ctx.k().silu_mul(x, x + inter, At<float>(p.out, t), inter);
+  });
+}
+
+void CpuAdd(const CpuContext& ctx, const AddParams& p) {
+  CheckTensor(p.a, "Add.a", DType::kF32, {kAnyDim, kAnyDim});
+  const int64_t rows = p.a.size(0), cols = p.a.size(1);
+  CheckTensor(p.b, "Add.b", DType::kF32, {rows, cols});
+  CheckTensor(p.out, "Add.out", DType::kF32, {rows, cols});
+  ForRows(ctx, rows, cols, [&](int64_t r) {
+    const float* a = At<const float>(p.a, r);
+    const float* b = At<const float>(p.b, r);
+    float* out = At<float>(p.out, r);
+    for (int64_t c = 0; c < cols; ++c) out[c] = a[c] + b[c];
+  });
+}
+
+void CpuCopy(const CpuContext& ctx, const CopyParams& p) {
+  MLASERVE_CHECK(!p.src.empty() && !p.dst.empty() && p.src.ndim() == p.dst.ndim());
+  const int ndim = p.src.ndim();
+  for (int d = 0; d < ndim; ++d) MLASERVE_CHECK(p.src.size(d) == p.dst.size(d));
+  const bool ints = p.src.dtype() == DType::kI32 && p.dst.dtype() == DType::kI32;
+  MLASERVE_CHECK(ints ||
+                 (kWeightDTypes.contains(p.src.dtype()) && kWeightDTypes.contains(p.dst.dtype())));
+  MLASERVE_CHECK(!Overlaps(p.src, p.dst));
+  if (ndim == 0 || p.src.numel() == 0) return;
+  // Rows are the innermost dimension; the outer dimensions are walked as one flat index.
+  const int64_t cols = p.src.size(-1);
+  const int64_t rows = p.src.numel() / cols;
+  const bool unit = cols == 1 || (p.src.stride(-1) == 1 && p.dst.stride(-1) == 1);
+  ForRows(ctx, rows, cols, [&](int64_t r) {
+    int64_t src_off = 0, dst_off = 0, rest = r;
+    for (int d = ndim - 2; d >= 0; --d) {
+      const int64_t i = rest % p.src.size(d);
+      rest /= p.src.size(d);
+      src_off += i * p.src.stride(d);
+      dst_off += i * p.dst.stride(d);
+    }
+    if (unit) {
+      ConvertRow(ByteAt(p.src, src_off), p.src.dtype(), ByteAt(p.dst, dst_off), p.dst.dtype(),
+                 cols);
+      return;
+    }
+    for (int64_t c = 0; c < cols; ++c) {
+      ConvertRow(ByteAt(p.src, src_off + c * p.src.stride(-1)), p.src.dtype(),
+                 ByteAt(p.dst, dst_off + c * p.dst.stride(-1)), p.dst.dtype(), 1);
+    }
+  });
+}
+
+void CpuApplyRope(const CpuContext& ctx, const RopeParams& p) {
+  CheckTensor(p.x, "ApplyRope.x", DType::kF32, {kAnyDim, kAnyDim, kAnyDim});
+  const int64_t num_tokens = p.x.size(0), num_heads = p.x.size(1), rope_dim = p.x.size(2);
+  constexpr int64_t kMaxRopeDim = 512;
+  MLASERVE_CHECK(rope_dim % 2 == 0 && rope_dim <= kMaxRopeDim);
+  const int64_t half = rope_dim / 2;
+  CheckTensor(p.positions, "ApplyRope.positions", DType::kI32, {num_tokens});
+  CheckTensor(p.cos_sin, "ApplyRope.cos_sin", DType::kF32, {kAnyDim, rope_dim});
+  CheckContiguous(p.cos_sin, "ApplyRope.cos_sin");
+  ForRows(ctx, num_tokens, 4 * num_heads * rope_dim, [&](int64_t t) {
+    const int32_t pos = *At<const int32_t>(p.positions, t);
+    MLASERVE_CHECK(pos >= 0 && pos < p.cos_sin.size(0));
+    const float* cos = p.cos_sin.ptr<const float>() + pos * rope_dim;
+    const float* sin = cos + half;
+    float even[kMaxRopeDim / 2], odd[kMaxRopeDim / 2];
+    for (int64_t h = 0; h < num_heads; ++h) {
+      float* x = At<float>(p.x, t, h);
+      for (int64_t i = 0; i < half; ++i) {
+        even[i] = x[2 * i];
+        odd[i] = x[2 * i + 1];
+      }
+      for (int64_t i = 0; i < half; ++i) {
+        x[i] = even[i] * cos[i] - odd[i] * sin[i];
+        x[i + half] = odd[i] * cos[i] + even[i] * sin[i];
+      }
+    }
+  });
+}
+
+void CpuWriteKvCache(const CpuContext& ctx, const KvWriteParams& p) {
+  CheckTensor(p.latent, "WriteKvCache.latent", DType::kF32, {kAnyDim, kAnyDim});
+  const int64_t num_tokens = p.latent.size(0), rank = p.latent.size(1);
+  CheckTensor(p.k_pe, "WriteKvCache.k_pe", DType::kF32, {num_tokens, kAnyDim});
+  const int64_t rope_dim = p.k_pe.size(1);
+  CheckTensor(p.slot_mapping, "WriteKvCache.slot_mapping", DType::kI32, {num_tokens});
+  CheckTensor(p.kv_cache, "WriteKvCache.kv_cache", kKvCacheDTypes,
+              {kAnyDim, kAnyDim, rank + rope_dim});
+  CheckContiguous(p.kv_cache, "WriteKvCache.kv_cache");
+  const int64_t num_slots = p.kv_cache.size(0) * p.kv_cache.size(1);
+  const int64_t row = rank + rope_dim;
+  const DType dtype = p.kv_cache.dtype();
+  ForRows(ctx, num_tokens, row, [&](int64_t t) {
+    const int32_t slot = *At<const int32_t>(p.slot_mapping, t);
+    if (slot < 0) return;
+    MLASERVE_CHECK(slot < num_slots);
+    ConvertRow(At<const float>(p.latent, t), DType::kF32, ByteAt(p.kv_cache, slot * row), dtype,
+               rank);
+    ConvertRow(At<const float>(p.k_pe, t), DType::kF32, ByteAt(p.kv_cache, slot * row + rank),
+               dtype, rope_dim);
+  });
+}
+
+void CpuGatherKvCache(const CpuContext& ctx, const GatherKvParams& p) {
+  CheckTensor(p.kv_cache, "GatherKvCache.kv_cache", kKvCacheDTypes, {kAnyDim, kAnyDim, kAnyDim});
+  CheckContiguous(p.kv_cache, "GatherKvCache.kv_cache");
+  const int64_t num_blocks = p.kv_cache.size(0), block_size = p.kv_cache.size(1);
+  const int64_t kv_dim = p.kv_cache.size(2);
+  CheckTensor(p.block_tables, "GatherKvCache.block_tables", DType::kI32, {kAnyDim, kAnyDim});
+  const int64_t num_seqs = p.block_tables.size(0);
+  CheckTensor(p.seq_starts, "GatherKvCache.seq_starts", DType::kI32, {num_seqs});
+  CheckTensor(p.cu_seq_lens, "GatherKvCache.cu_seq_lens", DType::kI32, {num_seqs + 1});
+  CheckTensor(p.out, "GatherKvCache.out", DType::kF32, {kAnyDim, kv_dim});
+  const int32_t* cu = p.cu_seq_lens.ptr<const int32_t>();
+  const int64_t cu_stride = p.cu_seq_lens.stride(0);
+  MLASERVE_CHECK(cu[0] == 0 && cu[num_seqs * cu_stride] <= p.out.size(0));
+  for (int64_t s = 0; s < num_seqs; ++s) {
+    const int32_t begin = cu[s * cu_stride], end = cu[(s + 1) * cu_stride];
+    MLASERVE_CHECK(begin <= end);
+    const int32_t start = *At<const int32_t>(p.seq_starts, s);
+    ForRows(ctx, end - begin, kv_dim, [&](int64_t i) {
+      const int64_t pos = start + i;
+      MLASERVE_CHECK(pos >= 0 && pos / block_size < p.block_tables.size(1));
+      const int32_t block = *At<const int32_t>(p.block_tables, s, pos / block_size);
+      MLASERVE_CHECK(block >= 0 && block < num_blocks);
+      const int64_t row = block * block_size + pos % block_size;
+      ConvertRow(ByteAt(p.kv_cache, row * kv_dim), p.kv_cache.dtype(), At<float>(p.out, begin + i),
+                 DType::kF32, kv_dim);
+    });
+  }
+}
+
+}  // namespace mlaserve

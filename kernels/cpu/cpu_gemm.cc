@@ -1,0 +1,92 @@
+// Gemm: out[b] = a[b] · b[b]ᵀ. The (batch, column panel) pairs are split statically over the
+// team, so each thread streams a contiguous slice of weight rows; when there are fewer pairs
+// than threads, the rows of a are split as well.
+#include <cstdint>
+
+#include "kernels/cpu/cpu_context.h"
+#include "kernels/shape_check.h"
+
+namespace mlaserve {
+namespace {
+
+// A 2-D or 3-D operand as batch, row and element strides over a batch count.
+struct Operand {
+  char* data;
+  int64_t batch_stride;  // elements; 0 for a 2-D view
+  int64_t row_stride;    // elements
+  int64_t rows;
+};
+
+Operand AsOperand(const TensorView& v) {
+  const bool batched = v.ndim() == 3;
+  return {static_cast<char*>(v.data()), batched ? v.stride(0) : 0, v.stride(-2), v.size(-2)};
+}
+
+}  // namespace
+
+void CpuGemm(const CpuContext& ctx, const GemmParams& p) {
+  const bool batched = p.a.ndim() == 3;
+  if (batched) {
+    CheckTensor(p.a, "Gemm.a", DType::kF32, {kAnyDim, kAnyDim, kAnyDim});
+  } else {
+    CheckTensor(p.a, "Gemm.a", DType::kF32, {kAnyDim, kAnyDim});
+  }
+  const int64_t batch = batched ? p.a.size(0) : 1;
+  const int64_t m = p.a.size(-2), k = p.a.size(-1);
+  if (batched) {
+    CheckTensor(p.b, "Gemm.b", kWeightDTypes, {batch, kAnyDim, k});
+    CheckTensor(p.out, "Gemm.out", DType::kF32, {batch, m, p.b.size(1)});
+  } else {
+    CheckTensor(p.b, "Gemm.b", kWeightDTypes, {kAnyDim, k});
+    CheckTensor(p.out, "Gemm.out", DType::kF32, {m, p.b.size(0)});
+  }
+  MLASERVE_CHECK(!Overlaps(p.out, p.a) && !Overlaps(p.out, p.b));
+  const int64_t n = p.b.size(-2);
+  if (batch == 0 || m == 0 || n == 0) return;
+
+  const Operand a = AsOperand(p.a), b = AsOperand(p.b), out = AsOperand(p.out);
+  const int64_t b_elem = static_cast<int64_t>(DTypeSize(p.b.dtype()));
+  const int64_t panel = ctx.k().gemm_panel_cols;
+  const int64_t panels = (n + panel - 1) / panel;
+  const int64_t items = batch * panels;
+  const int threads = ctx.ThreadsFor(batch * m * n * (k > 0 ? k : 1));
+  // Row groups per item, so that a few wide items still occupy the team.
+  const int64_t row_groups = items >= threads ? 1 : threads / items;
+
+  ctx.Parallel(threads, [&](int t, int team) {
+    const Range units = SplitRange(items * row_groups, team, t);
+    for (int64_t u = units.begin; u < units.end;) {
+      const int64_t item = u / row_groups;
+      const int64_t bi = item / panels;
+      GemmArgs g;
+      if (row_groups == 1) {
+        // Merge this thread's consecutive panels of one batch entry into one call.
+        const int64_t last = units.end - 1 < (bi + 1) * panels - 1 ? units.end - 1
+                                                                  : (bi + 1) * panels - 1;
+        g.n_begin = (item - bi * panels) * panel;
+        g.n_end = (last - bi * panels + 1) * panel < n ? (last - bi * panels + 1) * panel : n;
+        g.m = m;
+        g.a = reinterpret_cast<const float*>(a.data) + bi * a.batch_stride;
+        g.c = reinterpret_cast<float*>(out.data) + bi * out.batch_stride;
+        u = last + 1;
+      } else {
+        const Range rows = SplitRange(m, static_cast<int>(row_groups), u % row_groups);
+        g.n_begin = (item - bi * panels) * panel;
+        g.n_end = g.n_begin + panel < n ? g.n_begin + panel : n;
+        g.m = rows.end - rows.begin;
+        g.a = reinterpret_cast<const float*>(a.data) + bi * a.batch_stride + rows.begin * a.row_stride;
+        g.c = reinterpret_cast<float*>(out.data) + bi * out.batch_stride + rows.begin * out.row_stride;
+        ++u;
+      }
+      g.lda = a.row_stride;
+      g.b = b.data + bi * b.batch_stride * b_elem;
+      g.b_dtype = p.b.dtype();
+      g.ldb = b.row_stride;
+      g.ldc = out.row_stride;
+      g.k = k;
+      ctx.k().gemm(g, ctx.GemmScratch(t));
+    }
+  });
+}
+
+}  // namespace mlaserve

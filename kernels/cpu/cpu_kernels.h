@@ -1,0 +1,87 @@
+// The instruction-set-specific primitives of the CPU backend, gathered in one table per ISA
+// build (cpu_kernels_{avx512,avx2,scalar}.cc). The ops in kernels/cpu/*.cc are ISA-neutral:
+// they validate, partition work over threads and call these primitives, so every ISA runs the
+// same algorithm and differs only in vector width and register blocking.
+//
+// Primitives are single-threaded and allocation-free; any scratch they need is passed in.
+#ifndef MLASERVE_KERNELS_CPU_CPU_KERNELS_H_
+#define MLASERVE_KERNELS_CPU_CPU_KERNELS_H_
+
+#include <cstdint>
+
+#include "kernels/cpu/cpu_features.h"
+#include "kernels/dtype.h"
+
+namespace mlaserve {
+
+// One block of C (+)= A · Bᵀ: rows i < m of C, columns [n_begin, n_end), f32 accumulation.
+// Rows may be gathered (row_ids) so that MoE experts read and write their tokens in place.
+struct GemmArgs {
+  const float* a = nullptr;        // row i at a + (a_rows ? a_rows[i] : i) * lda, k elements
+  int64_t lda = 0;
+  const int32_t* a_rows = nullptr;  // optional [m]
+  const void* b = nullptr;         // [n, k] f32 or bf16: row j at b + j * ldb (elements)
+  DType b_dtype = DType::kBF16;
+  int64_t ldb = 0;
+  float* c = nullptr;              // row i at c + (c_rows ? c_rows[i] : i) * ldc
+  int64_t ldc = 0;
+  const int32_t* c_rows = nullptr;  // optional [m]
+  int64_t m = 0;
+  int64_t k = 0;
+  int64_t n_begin = 0;
+  int64_t n_end = 0;
+  bool accumulate = false;  // C += A · Bᵀ instead of C = A · Bᵀ
+};
+
+// C += A · B with B stored [k, n] (the value side of attention: rows of B are cache rows).
+struct GemmNnArgs {
+  const float* a = nullptr;  // [m, k], row stride lda
+  int64_t lda = 0;
+  const void* b = nullptr;   // [k, n] f32 or bf16, row stride ldb (elements)
+  DType b_dtype = DType::kBF16;
+  int64_t ldb = 0;
+  float* c = nullptr;        // [m, n], row stride ldc
+  int64_t ldc = 0;
+  int64_t m = 0;
+  int64_t n = 0;
+  int64_t k = 0;
+};
+
+// Floats of scratch one Gemm call needs (packed A block and one packed B panel), for every ISA.
+inline constexpr int64_t kGemmScratchFloats = 256 * 256 + 256 * 32;
+
+struct CpuKernels {
+  CpuIsa isa;
+  // Columns of one packed B panel: work split over threads in multiples of it keeps every
+  // panel but the last full.
+  int gemm_panel_cols;
+  // scratch: kGemmScratchFloats, 64-byte aligned, private to the calling thread.
+  void (*gemm)(const GemmArgs& args, float* scratch);
+  void (*gemm_nn)(const GemmNnArgs& args);
+  // Largest x[i], i < n (n >= 1).
+  float (*max)(const float* x, int64_t n);
+  // x[i] = exp(x[i] - shift); returns the sum of the new values.
+  float (*exp_sum)(float* x, int64_t n, float shift);
+  // x[i] *= s.
+  void (*scale)(float* x, int64_t n, float s);
+  // y[i] += a * x[i].
+  void (*axpy)(float* y, const float* x, int64_t n, float a);
+  // out[i] = silu(gate[i]) * up[i]; out may alias gate.
+  void (*silu_mul)(const float* gate, const float* up, float* out, int64_t n);
+  // Σ x[i]².
+  float (*sum_squares)(const float* x, int64_t n);
+  // out[i] = x[i] * s * w[i], w f32 or bf16; out may alias x.
+  void (*scale_mul)(const float* x, float s, const void* w, DType w_dtype, float* out, int64_t n);
+};
+
+// The table of `isa`; the ISA must be supported by the processor (see SelectCpuIsa).
+const CpuKernels& GetCpuKernels(CpuIsa isa);
+
+// One table per build, defined in the ISA-specific files.
+const CpuKernels& Avx512Kernels();
+const CpuKernels& Avx2Kernels();
+const CpuKernels& ScalarKernels();
+
+}  // namespace mlaserve
+
+#endif  // MLASERVE_KERNELS_CPU_CPU_KERNELS_H_

@@ -1,0 +1,113 @@
+// The AVX2 + FMA build of CpuKernels (compiled with -mavx2 -mfma; see kernels/CMakeLists.txt).
+#include <immintrin.h>
+
+#include <cstdint>
+
+#include "kernels/cpu/cpu_gemm_impl.h"
+#include "kernels/cpu/cpu_kernels.h"
+#include "kernels/cpu/cpu_vector_impl.h"
+
+namespace mlaserve {
+namespace {
+
+struct Avx2 {
+  using F = __m256;
+  static constexpr int kW = 8;
+  // 6 x 16 micro-tiles: 12 accumulators, 2 B vectors and a broadcast of the 16 registers.
+  static constexpr int kGemmMr = 6;
+  static constexpr int kGemmNv = 2;
+  static constexpr int kGemvAcc = 12;
+
+  static __m256i Mask(int64_t n) {
+    const int32_t c = static_cast<int32_t>(n < 0 ? 0 : (n > kW ? kW : n));
+    return _mm256_cmpgt_epi32(_mm256_set1_epi32(c), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+  }
+  static F FromBf16(__m128i h) {
+    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+  }
+
+  static F Zero() { return _mm256_setzero_ps(); }
+  static F Set1(float x) { return _mm256_set1_ps(x); }
+  static F Load(const float* p) { return _mm256_loadu_ps(p); }
+  static F Load(const uint16_t* p) {
+    return FromBf16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+  }
+  static F LoadN(const float* p, int64_t n) { return _mm256_maskload_ps(p, Mask(n)); }
+  static F LoadN(const uint16_t* p, int64_t n) {
+    // AVX2 has no 16-bit masked load; a partial copy never touches memory past p[n - 1].
+    alignas(16) uint16_t tmp[kW] = {};
+    const int64_t c = n < 0 ? 0 : (n > kW ? kW : n);
+    __builtin_memcpy(tmp, p, static_cast<size_t>(c) * sizeof(uint16_t));
+    return FromBf16(_mm_load_si128(reinterpret_cast<const __m128i*>(tmp)));
+  }
+  static void Store(float* p, F x) { _mm256_storeu_ps(p, x); }
+  static void StoreN(float* p, F x, int64_t n) { _mm256_maskstore_ps(p, Mask(n), x); }
+  static F Add(F a, F b) { return _mm256_add_ps(a, b); }
+  static F Sub(F a, F b) { return _mm256_sub_ps(a, b); }
+  static F Mul(F a, F b) { return _mm256_mul_ps(a, b); }
+  static F Div(F a, F b) { return _mm256_div_ps(a, b); }
+  static F Max(F a, F b) { return _mm256_max_ps(a, b); }
+  static F Fma(F a, F b, F c) { return _mm256_fmadd_ps(a, b, c); }
+  static float ReduceAdd(F x) {
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(x), _mm256_extractf128_ps(x, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+  }
+  static float Lane0(F x) { return _mm256_cvtss_f32(x); }
+
+  // exp(x) = 2^n · exp(r) as in the AVX-512 build; 2^n is built in the exponent field, which
+  // needs n >= -126, so inputs below -87.3 are flushed to 0 explicitly.
+  static F Exp(F x) {
+    const F lo = _mm256_set1_ps(-87.33654f);
+    const F underflow = _mm256_cmp_ps(x, lo, _CMP_LT_OQ);
+    x = _mm256_max_ps(lo, x);
+    x = _mm256_min_ps(_mm256_set1_ps(88.3762626647949f), x);
+    const F n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
+                                _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    F r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693145751953125f), x);
+    r = _mm256_fnmadd_ps(n, _mm256_set1_ps(1.428606765330187045e-06f), r);
+    F p = _mm256_set1_ps(1.0f / 5040);
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 720));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 120));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 24));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 6));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(0.5f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
+    const __m256i bits =
+        _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
+    return _mm256_andnot_ps(underflow, _mm256_mul_ps(p, _mm256_castsi256_ps(bits)));
+  }
+
+  // dst[c * dst_ld + r] = src[r * ld + c] for r, c < 8.
+  template <class TB>
+  static void PackTile(const TB* src, int64_t ld, float* dst, int64_t dst_ld) {
+    F r[8], t[8], u[8];
+    for (int i = 0; i < 8; ++i) r[i] = Load(src + i * ld);
+    for (int i = 0; i < 8; i += 2) {
+      t[i] = _mm256_unpacklo_ps(r[i], r[i + 1]);
+      t[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);
+    }
+    for (int g = 0; g < 8; g += 4) {
+      u[g + 0] = _mm256_shuffle_ps(t[g], t[g + 2], 0x44);
+      u[g + 1] = _mm256_shuffle_ps(t[g], t[g + 2], 0xEE);
+      u[g + 2] = _mm256_shuffle_ps(t[g + 1], t[g + 3], 0x44);
+      u[g + 3] = _mm256_shuffle_ps(t[g + 1], t[g + 3], 0xEE);
+    }
+    // u[4 * q + c] holds, in 128-bit lane L, rows 4q..4q+3 of column 4L + c.
+    for (int c = 0; c < 4; ++c) {
+      Store(dst + c * dst_ld, _mm256_permute2f128_ps(u[c], u[4 + c], 0x20));
+      Store(dst + (c + 4) * dst_ld, _mm256_permute2f128_ps(u[c], u[4 + c], 0x31));
+    }
+  }
+};
+
+}  // namespace
+
+const CpuKernels& Avx2Kernels() {
+  static const CpuKernels kernels = cpu_impl::MakeCpuKernels<Avx2>(CpuIsa::kAvx2);
+  return kernels;
+}
+
+}  // namespace mlaserve

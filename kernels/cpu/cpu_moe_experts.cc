@@ -1,0 +1,205 @@
+// MoE block alignment and the routed experts.
+//
+// MoeExperts splits columns, not experts, over the team: in phase 1 each thread computes its
+// slice of every active expert's gate and up projections (grouped GEMMs over the expert's rows
+// of the aligned order) and applies SiLU·mul to that slice while it is hot in cache; after one
+// barrier, phase 2 computes its slice of the down projections and the weighted combine for the
+// same hidden columns. Every thread streams a disjoint slice of each expert's weights, so the
+// load is even whatever the routing.
+#include <cstdint>
+
+#include "kernels/cpu/cpu_context.h"
+#include "kernels/shape_check.h"
+
+namespace mlaserve {
+namespace {
+
+int32_t I32(const TensorView& v, int64_t i) { return v.ptr<const int32_t>()[i * v.stride(0)]; }
+int32_t* MutI32(const TensorView& v, int64_t i) { return v.ptr<int32_t>() + i * v.stride(0); }
+
+// Sorted entries handled per grouped-GEMM call; two row lists of this length fit the index
+// scratch.
+constexpr int64_t kChunk = CpuContext::kIndexScratch / 2;
+
+// Walks every expert's run of the aligned order in chunks of up to kChunk real (non-padding)
+// entries: fn(expert, m, tokens, positions) with tokens[i] the token of entry positions[i].
+template <class Fn>
+void ForEachChunk(const MoeExpertsParams& p, int64_t num_experts, int64_t top_k,
+                  int64_t num_pairs, int32_t* rows, Fn&& fn) {
+  int32_t* tokens = rows;
+  int32_t* positions = rows + kChunk;
+  for (int64_t e = 0; e < num_experts; ++e) {
+    const int64_t end = I32(p.expert_offsets, e + 1);
+    for (int64_t s = I32(p.expert_offsets, e); s < end;) {
+      int64_t m = 0;
+      for (; s < end && m < kChunk; ++s) {
+        const int32_t pair = I32(p.sorted_ids, s);
+        if (pair == num_pairs) continue;  // padding
+        MLASERVE_CHECK(pair >= 0 && pair < num_pairs);
+        tokens[m] = static_cast<int32_t>(pair / top_k);
+        positions[m++] = static_cast<int32_t>(s);
+      }
+      if (m > 0) fn(e, m, tokens, positions);
+    }
+  }
+}
+
+}  // namespace
+
+void CpuMoeAlignBlockSize(const CpuContext& ctx, const MoeAlignParams& p) {
+  CheckTensor(p.topk_ids, "MoeAlign.topk_ids", DType::kI32, {kAnyDim, kAnyDim});
+  const int64_t top_k = p.topk_ids.size(1);
+  const int64_t num_pairs = p.topk_ids.size(0) * top_k;
+  const int num_experts = p.num_experts;
+  const int64_t block = p.block_size;
+  MLASERVE_CHECK(num_experts >= 1 && block >= 1);
+  MLASERVE_CHECK(2 * (num_experts + 1) <= CpuContext::kIndexScratch);
+  const int64_t len = num_pairs + num_experts * (block - 1);
+  CheckTensor(p.sorted_ids, "MoeAlign.sorted_ids", DType::kI32, {len});
+  CheckTensor(p.block_expert_ids, "MoeAlign.block_expert_ids", DType::kI32,
+              {(len + block - 1) / block});
+  CheckTensor(p.expert_offsets, "MoeAlign.expert_offsets", DType::kI32, {num_experts + 1});
+  CheckTensor(p.num_tokens_post_pad, "MoeAlign.num_tokens_post_pad", DType::kI32, {1});
+
+  // Counting sort on the calling thread: the work is a few passes over num_pairs integers.
+  int32_t* offsets = ctx.IndexScratch(0);          // [num_experts + 1]
+  int32_t* cursor = offsets + num_experts + 1;     // [num_experts]
+  for (int e = 0; e <= num_experts; ++e) offsets[e] = 0;
+  const int32_t* ids = p.topk_ids.ptr<const int32_t>();
+  auto expert_of = [&](int64_t pair) {
+    const int32_t e = ids[pair / top_k * p.topk_ids.stride(0) + pair % top_k];
+    MLASERVE_CHECK(e >= 0 && e < num_experts);
+    return e;
+  };
+  for (int64_t pair = 0; pair < num_pairs; ++pair) ++offsets[expert_of(pair) + 1];
+  for (int e = 0; e < num_experts; ++e) {
+    offsets[e + 1] = offsets[e] + static_cast<int32_t>((offsets[e + 1] + block - 1) / block * block);
+    cursor[e] = offsets[e];
+  }
+  // Visiting pairs in ascending order keeps each expert's run sorted by pair index.
+  for (int64_t pair = 0; pair < num_pairs; ++pair) {
+    *MutI32(p.sorted_ids, cursor[expert_of(pair)]++) = static_cast<int32_t>(pair);
+  }
+  for (int e = 0; e < num_experts; ++e) {
+    for (int64_t r = cursor[e]; r < offsets[e + 1]; ++r) {
+      *MutI32(p.sorted_ids, r) = static_cast<int32_t>(num_pairs);
+    }
+    for (int64_t b = offsets[e] / block; b < offsets[e + 1] / block; ++b) {
+      *MutI32(p.block_expert_ids, b) = e;
+    }
+  }
+  for (int e = 0; e <= num_experts; ++e) *MutI32(p.expert_offsets, e) = offsets[e];
+  *MutI32(p.num_tokens_post_pad, 0) = offsets[num_experts];
+}
+
+void CpuMoeExperts(const CpuContext& ctx, const MoeExpertsParams& p) {
+  CheckTensor(p.x, "MoeExperts.x", DType::kF32, {kAnyDim, kAnyDim});
+  const int64_t num_tokens = p.x.size(0), hidden = p.x.size(1);
+  CheckTensor(p.w13, "MoeExperts.w13", kWeightDTypes, {kAnyDim, kAnyDim, hidden});
+  CheckContiguous(p.w13, "MoeExperts.w13");
+  const int64_t num_experts = p.w13.size(0), inter = p.w13.size(1) / 2;
+  MLASERVE_CHECK(p.w13.size(1) == 2 * inter);
+  CheckTensor(p.w2, "MoeExperts.w2", kWeightDTypes, {num_experts, hidden, inter});
+  CheckContiguous(p.w2, "MoeExperts.w2");
+  CheckTensor(p.topk_weights, "MoeExperts.topk_weights", DType::kF32, {num_tokens, kAnyDim});
+  const int64_t top_k = p.topk_weights.size(1);
+  const int64_t num_pairs = num_tokens * top_k;
+  const int64_t block = p.block_size;
+  MLASERVE_CHECK(block >= 1);
+  const int64_t len = num_pairs + num_experts * (block - 1);
+  CheckTensor(p.sorted_ids, "MoeExperts.sorted_ids", DType::kI32, {len});
+  CheckTensor(p.block_expert_ids, "MoeExperts.block_expert_ids", DType::kI32,
+              {(len + block - 1) / block});
+  CheckTensor(p.expert_offsets, "MoeExperts.expert_offsets", DType::kI32, {num_experts + 1});
+  CheckTensor(p.num_tokens_post_pad, "MoeExperts.num_tokens_post_pad", DType::kI32, {1});
+  CheckTensor(p.workspace_gate_up, "MoeExperts.workspace_gate_up", DType::kF32, {len, 2 * inter});
+  CheckTensor(p.workspace_act, "MoeExperts.workspace_act", DType::kF32, {len, inter});
+  CheckTensor(p.workspace_down, "MoeExperts.workspace_down", DType::kF32, {len, hidden});
+  CheckTensor(p.out, "MoeExperts.out", DType::kF32, {num_tokens, hidden});
+  const int64_t total = I32(p.num_tokens_post_pad, 0);
+  MLASERVE_CHECK(total >= 0 && total <= len && total % block == 0);
+  MLASERVE_CHECK(I32(p.expert_offsets, 0) == 0 && I32(p.expert_offsets, num_experts) == total);
+
+  const CpuKernels& k = ctx.k();
+  const int64_t w_elem = static_cast<int64_t>(DTypeSize(p.w13.dtype()));
+  const int64_t w2_elem = static_cast<int64_t>(DTypeSize(p.w2.dtype()));
+  const char* w13 = static_cast<const char*>(p.w13.data());
+  const char* w2 = static_cast<const char*>(p.w2.data());
+  float* gate_up = p.workspace_gate_up.ptr<float>();
+  float* act = p.workspace_act.ptr<float>();
+  float* down = p.workspace_down.ptr<float>();
+  const int64_t gu_ld = p.workspace_gate_up.stride(0), act_ld = p.workspace_act.stride(0);
+  const int64_t down_ld = p.workspace_down.stride(0);
+  const int threads = ctx.ThreadsFor(num_pairs * 3 * inter * hidden);
+
+  ctx.Parallel(threads, [&](int t, int team) {
+    int32_t* rows = ctx.IndexScratch(t);
+    const int64_t panel = k.gemm_panel_cols;
+    const Range cols = SplitRange(inter, team, t, panel);
+    if (cols.begin < cols.end) {
+      ForEachChunk(p, num_experts, top_k, num_pairs, rows,
+                   [&](int64_t e, int64_t m, const int32_t* tokens, const int32_t* positions) {
+                     GemmArgs g;
+                     g.a = p.x.ptr<const float>();
+                     g.lda = p.x.stride(0);
+                     g.a_rows = tokens;
+                     g.b = w13 + e * 2 * inter * hidden * w_elem;
+                     g.b_dtype = p.w13.dtype();
+                     g.ldb = hidden;
+                     g.c = gate_up;
+                     g.ldc = gu_ld;
+                     g.c_rows = positions;
+                     g.m = m;
+                     g.k = hidden;
+                     for (int64_t half = 0; half < 2; ++half) {
+                       g.n_begin = half * inter + cols.begin;
+                       g.n_end = half * inter + cols.end;
+                       k.gemm(g, ctx.GemmScratch(t));
+                     }
+                     for (int64_t i = 0; i < m; ++i) {
+                       const float* gu = gate_up + positions[i] * gu_ld;
+                       k.silu_mul(gu + cols.begin, gu + inter + cols.begin,
+                                  act + positions[i] * act_ld + cols.begin, cols.end - cols.begin);
+                     }
+                   });
+    }
+#pragma omp barrier
+    const Range hid = SplitRange(hidden, team, t, panel);
+    if (hid.begin == hid.end) return;
+    ForEachChunk(p, num_experts, top_k, num_pairs, rows,
+                 [&](int64_t e, int64_t m, const int32_t*, const int32_t* positions) {
+                   GemmArgs g;
+                   g.a = act;
+                   g.lda = act_ld;
+                   g.a_rows = positions;
+                   g.b = w2 + e * hidden * inter * w2_elem;
+                   g.b_dtype = p.w2.dtype();
+                   g.ldb = inter;
+                   g.c = down;
+                   g.ldc = down_ld;
+                   g.c_rows = positions;
+                   g.m = m;
+                   g.k = inter;
+                   g.n_begin = hid.begin;
+                   g.n_end = hid.end;
+                   k.gemm(g, ctx.GemmScratch(t));
+                 });
+    float* out = p.out.ptr<float>();
+    const int64_t out_ld = p.out.stride(0);
+    const int64_t width = hid.end - hid.begin;
+    for (int64_t tok = 0; tok < num_tokens; ++tok) {
+      for (int64_t c = hid.begin; c < hid.end; ++c) out[tok * out_ld + c] = 0.0f;
+    }
+    const float* weights = p.topk_weights.ptr<const float>();
+    const int64_t weights_ld = p.topk_weights.stride(0);
+    for (int64_t s = 0; s < total; ++s) {
+      const int32_t pair = I32(p.sorted_ids, s);
+      if (pair == num_pairs) continue;
+      const int64_t tok = pair / top_k;
+      k.axpy(out + tok * out_ld + hid.begin, down + s * down_ld + hid.begin, width,
+             weights[tok * weights_ld + pair % top_k]);
+    }
+  });
+}
+
+}  // namespace mlaserve

@@ -1,0 +1,133 @@
+// The elementwise primitives of CpuKernels over a SIMD traits type V, and the assembly of the
+// whole table. Same rules as cpu_gemm_impl.h: include only from the ISA files.
+//
+// Beyond what cpu_gemm_impl.h needs, V provides Sub, Mul, Div, Max, Exp (NaN in, NaN out; 0 for
+// very negative inputs) and Lane0 (the first lane as a float).
+#ifndef MLASERVE_KERNELS_CPU_CPU_VECTOR_IMPL_H_
+#define MLASERVE_KERNELS_CPU_CPU_VECTOR_IMPL_H_
+
+#include <cstdint>
+
+#include "kernels/cpu/cpu_gemm_impl.h"
+#include "kernels/cpu/cpu_kernels.h"
+
+namespace mlaserve::cpu_impl {
+
+template <class V>
+struct VectorImpl {
+  using F = typename V::F;
+  static constexpr int kW = V::kW;
+
+  static float Max(const float* x, int64_t n) {
+    int64_t i = 0;
+    float m = x[0];
+    if (n >= kW) {
+      F acc = V::Load(x);
+      for (i = kW; i + kW <= n; i += kW) acc = V::Max(acc, V::Load(x + i));
+      alignas(64) float lanes[kW];
+      V::Store(lanes, acc);
+      for (int l = 0; l < kW; ++l) m = lanes[l] > m ? lanes[l] : m;
+    }
+    for (; i < n; ++i) m = x[i] > m ? x[i] : m;
+    return m;
+  }
+
+  static float ExpSum(float* x, int64_t n, float shift) {
+    const F s = V::Set1(shift);
+    F sum = V::Zero();
+    int64_t i = 0;
+    for (; i + kW <= n; i += kW) {
+      const F e = V::Exp(V::Sub(V::Load(x + i), s));
+      V::Store(x + i, e);
+      sum = V::Add(sum, e);
+    }
+    float total = V::ReduceAdd(sum);
+    for (; i < n; ++i) {
+      x[i] = V::Lane0(V::Exp(V::Set1(x[i] - shift)));
+      total += x[i];
+    }
+    return total;
+  }
+
+  static void Scale(float* x, int64_t n, float s) {
+    const F sv = V::Set1(s);
+    for (int64_t i = 0; i < n; i += kW) {
+      const int64_t c = n - i;
+      V::StoreN(x + i, V::Mul(V::LoadN(x + i, c), sv), c);
+    }
+  }
+
+  static void Axpy(float* y, const float* x, int64_t n, float a) {
+    const F av = V::Set1(a);
+    int64_t i = 0;
+    for (; i + kW <= n; i += kW) V::Store(y + i, V::Fma(av, V::Load(x + i), V::Load(y + i)));
+    if (i < n) {
+      const int64_t c = n - i;
+      V::StoreN(y + i, V::Fma(av, V::LoadN(x + i, c), V::LoadN(y + i, c)), c);
+    }
+  }
+
+  static F Silu(F g) {
+    const F one = V::Set1(1.0f);
+    return V::Div(g, V::Add(one, V::Exp(V::Sub(V::Zero(), g))));
+  }
+
+  static void SiluMul(const float* gate, const float* up, float* out, int64_t n) {
+    int64_t i = 0;
+    for (; i + kW <= n; i += kW) V::Store(out + i, V::Mul(Silu(V::Load(gate + i)), V::Load(up + i)));
+    if (i < n) {
+      const int64_t c = n - i;
+      V::StoreN(out + i, V::Mul(Silu(V::LoadN(gate + i, c)), V::LoadN(up + i, c)), c);
+    }
+  }
+
+  static float SumSquares(const float* x, int64_t n) {
+    F acc = V::Zero();
+    for (int64_t i = 0; i < n; i += kW) {
+      const F v = V::LoadN(x + i, n - i);
+      acc = V::Fma(v, v, acc);
+    }
+    return V::ReduceAdd(acc);
+  }
+
+  template <class TW>
+  static void ScaleMulTyped(const float* x, float s, const TW* w, float* out, int64_t n) {
+    const F sv = V::Set1(s);
+    for (int64_t i = 0; i < n; i += kW) {
+      const int64_t c = n - i;
+      V::StoreN(out + i, V::Mul(V::Mul(V::LoadN(x + i, c), sv), V::LoadN(w + i, c)), c);
+    }
+  }
+
+  static void ScaleMul(const float* x, float s, const void* w, DType w_dtype, float* out,
+                       int64_t n) {
+    if (w_dtype == DType::kBF16) {
+      ScaleMulTyped(x, s, static_cast<const uint16_t*>(w), out, n);
+    } else {
+      ScaleMulTyped(x, s, static_cast<const float*>(w), out, n);
+    }
+  }
+};
+
+template <class V>
+CpuKernels MakeCpuKernels(CpuIsa isa) {
+  using G = GemmImpl<V>;
+  using E = VectorImpl<V>;
+  CpuKernels k;
+  k.isa = isa;
+  k.gemm_panel_cols = G::kNr;
+  k.gemm = &G::Run;
+  k.gemm_nn = &G::RunNn;
+  k.max = &E::Max;
+  k.exp_sum = &E::ExpSum;
+  k.scale = &E::Scale;
+  k.axpy = &E::Axpy;
+  k.silu_mul = &E::SiluMul;
+  k.sum_squares = &E::SumSquares;
+  k.scale_mul = &E::ScaleMul;
+  return k;
+}
+
+}  // namespace mlaserve::cpu_impl
+
+#endif  // MLASERVE_KERNELS_CPU_CPU_VECTOR_IMPL_H_

@@ -1,0 +1,20 @@
+#include "tests/kernels/cpu_test_util.h"
+
+#include <cstdlib>
+
+#include "kernels/cpu/cpu_features.h"
+#include "kernels/ref/ref_backend.h"
+
+namespace mlaserve::test {
+
+void CpuVsRefTest::SetUp() {
+  ::setenv("MLASERVE_CPU_ISA", GetParam().c_str(), 1);
+  cpu_ = std::make_unique<CpuBackend>(kThreads);
+  ::unsetenv("MLASERVE_CPU_ISA");
+  if (CpuIsaName(cpu_->isa()) != GetParam()) {
+    GTEST_SKIP() << "this processor cannot run the " << GetParam() << " kernels";
+  }
+  ref_ = MakeRefBackend();
+}
+
+}  // namespace mlaserve::test

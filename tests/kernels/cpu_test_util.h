@@ -1,0 +1,41 @@
+// Fixture shared by the CPU-against-oracle tests: each test runs once per kernel build
+// (avx512, avx2, scalar), forced through MLASERVE_CPU_ISA, and is skipped for a build the
+// processor cannot run. Inputs are made on the ref backend and cloned to the CPU backend.
+#ifndef MLASERVE_TESTS_KERNELS_CPU_TEST_UTIL_H_
+#define MLASERVE_TESTS_KERNELS_CPU_TEST_UTIL_H_
+
+#include <memory>
+#include <string>
+
+#include "gtest/gtest.h"
+#include "kernels/backend.h"
+#include "kernels/cpu/cpu_backend.h"
+
+namespace mlaserve::test {
+
+// Parameter: the ISA name ("avx512", "avx2" or "scalar").
+class CpuVsRefTest : public ::testing::TestWithParam<std::string> {
+ protected:
+  // Two threads: every op takes its multithreaded path, and odd sizes split unevenly.
+  static constexpr int kThreads = 2;
+
+  void SetUp() override;
+
+  Backend& ref() { return *ref_; }
+  Backend& cpu() { return *cpu_; }
+
+ private:
+  std::unique_ptr<Backend> ref_;
+  std::unique_ptr<CpuBackend> cpu_;
+};
+
+// Instantiates a CpuVsRefTest-derived suite for every ISA.
+#define MLASERVE_INSTANTIATE_CPU_ISAS(suite)                                          \
+  INSTANTIATE_TEST_SUITE_P(Isa, suite, ::testing::Values("avx512", "avx2", "scalar"), \
+                           [](const ::testing::TestParamInfo<std::string>& info) {    \
+                             return info.param;                                       \
+                           })
+
+}  // namespace mlaserve::test
+
+#endif  // MLASERVE_TESTS_KERNELS_CPU_TEST_UTIL_H_

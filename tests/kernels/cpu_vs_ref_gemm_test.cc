@@ -1,0 +1,120 @@
+// CpuBackend Gemm against the oracle: every row count of the dispatch (dot-product path up to 8
+// rows, packed micro-kernels beyond, several row blocks past 256), odd and even n and k around
+// the panel and depth blocking, bf16 and f32 weights, strided and batched views.
+#include <cmath>
+#include <cstdint>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "tests/kernels/cpu_test_util.h"
+#include "tests/kernels/kernel_test_util.h"
+
+namespace mlaserve::test {
+namespace {
+
+using CpuGemmTest = CpuVsRefTest;
+
+// Accumulation-order error grows like sqrt(k) for random data; this bound leaves a wide margin
+// over f32 rounding while catching a wrong or missing product term.
+double Atol(int64_t k) { return 2e-6 * std::sqrt(static_cast<double>(k) + 1.0) * 8; }
+
+TEST_P(CpuGemmTest, MatchesRefOverShapeGrid) {
+  std::mt19937 rng(11);
+  struct NK {
+    int64_t n, k;
+  };
+  const std::vector<NK> shapes = {{1, 1},   {3, 5},    {16, 16},  {33, 47},
+                                  {64, 300}, {130, 257}, {257, 520}};
+  for (DType w : {DType::kBF16, DType::kF32}) {
+    for (int64_t m : {1, 2, 3, 7, 8, 9, 17, 64, 65, 300, 512}) {
+      for (const NK& s : shapes) {
+        if (m >= 300 && s.n * s.k > 130 * 257) continue;  // keeps the oracle fast
+        TestTensor a = RandomTensor(ref(), rng, DType::kF32, {m, s.k});
+        TestTensor b = RandomTensor(ref(), rng, w, {s.n, s.k});
+        TestTensor out_ref(ref(), DType::kF32, {m, s.n});
+        TestTensor a_cpu = a.CloneTo(cpu()), b_cpu = b.CloneTo(cpu());
+        TestTensor out_cpu(cpu(), DType::kF32, {m, s.n});
+        ref().Gemm({.a = a.view(), .b = b.view(), .out = out_ref.view()});
+        cpu().Gemm({.a = a_cpu.view(), .b = b_cpu.view(), .out = out_cpu.view()});
+        ExpectClose(out_cpu.Read(), out_ref.Read(), Atol(s.k), 1e-5,
+                    std::string(DTypeName(w)) + " m=" + std::to_string(m) +
+                        " n=" + std::to_string(s.n) + " k=" + std::to_string(s.k),
+                    out_ref.shape());
+      }
+    }
+  }
+}
+
+// a and out are column slices of wider matrices (row strides larger than their widths).
+TEST_P(CpuGemmTest, StridedRowsLeaveOtherColumnsUntouched) {
+  std::mt19937 rng(12);
+  for (int64_t m : {1, 5, 40}) {
+    const int64_t n = 45, k = 70, a_pitch = 83, out_pitch = 61;
+    TestTensor a = RandomTensor(ref(), rng, DType::kF32, {m, a_pitch});
+    TestTensor b = RandomTensor(ref(), rng, DType::kBF16, {n, k});
+    TestTensor out_ref = RandomTensor(ref(), rng, DType::kF32, {m, out_pitch});
+    TestTensor a_cpu = a.CloneTo(cpu()), b_cpu = b.CloneTo(cpu());
+    TestTensor out_cpu = out_ref.CloneTo(cpu());
+    const int64_t a0 = 9, out0 = 7;
+    ref().Gemm({.a = a.view().Slice(1, a0, k),
+                .b = b.view(),
+                .out = out_ref.view().Slice(1, out0, n)});
+    cpu().Gemm({.a = a_cpu.view().Slice(1, a0, k),
+                .b = b_cpu.view(),
+                .out = out_cpu.view().Slice(1, out0, n)});
+    ExpectClose(out_cpu.Read(), out_ref.Read(), Atol(k), 1e-5, "m=" + std::to_string(m),
+                out_ref.shape());
+  }
+}
+
+// The MLA weight-absorption pattern: per-head GEMMs over a [tokens, heads, dim] activation seen
+// as [heads, tokens, dim], writing [tokens, heads, n] seen as [heads, tokens, n].
+TEST_P(CpuGemmTest, BatchedPerHeadTransposedViews) {
+  std::mt19937 rng(13);
+  for (int64_t heads : {1, 3, 16}) {
+    for (int64_t tokens : {1, 7, 65}) {
+      for (DType w : {DType::kBF16, DType::kF32}) {
+        const int64_t k = 48, n = 40;
+        TestTensor a = RandomTensor(ref(), rng, DType::kF32, {tokens, heads, k});
+        TestTensor b = RandomTensor(ref(), rng, w, {heads, n, k});
+        TestTensor out_ref(ref(), DType::kF32, {tokens, heads, n});
+        TestTensor a_cpu = a.CloneTo(cpu()), b_cpu = b.CloneTo(cpu());
+        TestTensor out_cpu(cpu(), DType::kF32, {tokens, heads, n});
+        ref().Gemm({.a = a.view().Transpose(0, 1),
+                    .b = b.view(),
+                    .out = out_ref.view().Transpose(0, 1)});
+        cpu().Gemm({.a = a_cpu.view().Transpose(0, 1),
+                    .b = b_cpu.view(),
+                    .out = out_cpu.view().Transpose(0, 1)});
+        ExpectClose(out_cpu.Read(), out_ref.Read(), Atol(k), 1e-5,
+                    "heads=" + std::to_string(heads) + " tokens=" + std::to_string(tokens) +
+                        " " + std::string(DTypeName(w)),
+                    out_ref.shape());
+      }
+    }
+  }
+}
+
+// A wide output and few rows: the column split leaves one panel per thread or less.
+TEST_P(CpuGemmTest, FewerPanelsThanThreadsSplitsRows) {
+  std::mt19937 rng(14);
+  for (int64_t m : {9, 100, 601}) {
+    const int64_t n = 5, k = 520;
+    TestTensor a = RandomTensor(ref(), rng, DType::kF32, {m, k});
+    TestTensor b = RandomTensor(ref(), rng, DType::kBF16, {n, k});
+    TestTensor out_ref(ref(), DType::kF32, {m, n});
+    TestTensor a_cpu = a.CloneTo(cpu()), b_cpu = b.CloneTo(cpu());
+    TestTensor out_cpu(cpu(), DType::kF32, {m, n});
+    ref().Gemm({.a = a.view(), .b = b.view(), .out = out_ref.view()});
+    cpu().Gemm({.a = a_cpu.view(), .b = b_cpu.view(), .out = out_cpu.view()});
+    ExpectClose(out_cpu.Read(), out_ref.Read(), Atol(k), 1e-5, "m=" + std::to_string(m),
+                out_ref.shape());
+  }
+}
+
+MLASERVE_INSTANTIATE_CPU_ISAS(CpuGemmTest);
+
+}  // namespace
+}  // namespace mlaserve::test

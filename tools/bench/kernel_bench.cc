@@ -1,0 +1,154 @@
+// mlaserve-kernel-bench: the CPU backend's hot kernels at DeepSeek-V2-Lite shapes (hidden 2048,
+// dense intermediate 10944, 64 experts x 1408 top-6). Decode GEMVs report the weight stream
+// rate (GB/s, weights read once per call); prefill GEMMs and MoE report GFLOP/s (2 flops per
+// multiply-add). Results and the commands that produced them: docs/performance.md.
+//
+//   mlaserve-kernel-bench [--benchmark_filter=...] [--benchmark_repetitions=N]
+// Environment: MLASERVE_BENCH_THREADS (default 0 = all cores), MLASERVE_CPU_ISA.
+#include <algorithm>
+#include <cstdint>
+#include <cstdlib>
+#include <memory>
+#include <random>
+#include <vector>
+
+#include "benchmark/benchmark.h"
+#include "kernels/backend.h"
+#include "kernels/cpu/cpu_backend.h"
+#include "kernels/dtype.h"
+
+namespace mlaserve {
+namespace {
+
+constexpr int64_t kHidden = 2048;
+constexpr int64_t kDenseInter = 10944;
+constexpr int64_t kExperts = 64;
+constexpr int64_t kExpertInter = 1408;
+constexpr int64_t kTopK = 6;
+constexpr int kAlignBlock = 16;
+
+Backend& Cpu() {
+  static const std::unique_ptr<Backend> backend = [] {
+    const char* env = std::getenv("MLASERVE_BENCH_THREADS");
+    return MakeCpuBackend(env != nullptr ? std::atoi(env) : 0);
+  }();
+  return *backend;
+}
+
+// A buffer on the CPU backend: uninitialized, or uniform values in [-1, 1) of `dtype` when a
+// seed is given, or the given integers.
+struct Buffer {
+  DeviceBuffer memory;
+  TensorView view;
+
+  Buffer(DType dtype, std::initializer_list<int64_t> shape) {
+    int64_t numel = 1;
+    for (int64_t s : shape) numel *= s;
+    memory = *Cpu().Allocate(numel * DTypeSize(dtype));
+    view = TensorView(memory.data(), dtype, shape);
+  }
+  Buffer(DType dtype, std::initializer_list<int64_t> shape, uint32_t seed) : Buffer(dtype, shape) {
+    std::mt19937 rng(seed);
+    std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+    for (int64_t i = 0; i < view.numel(); ++i) {
+      if (dtype == DType::kBF16) {
+        view.ptr<uint16_t>()[i] = F32ToBf16(dist(rng));
+      } else {
+        view.ptr<float>()[i] = dist(rng);
+      }
+    }
+  }
+  Buffer(std::initializer_list<int64_t> shape, const std::vector<int32_t>& values)
+      : Buffer(DType::kI32, shape) {
+    for (size_t i = 0; i < values.size(); ++i) view.ptr<int32_t>()[i] = values[i];
+  }
+};
+
+// Args: m, n, k. Weights bf16 [n, k].
+void BM_Gemm(benchmark::State& state) {
+  const int64_t m = state.range(0), n = state.range(1), k = state.range(2);
+  Buffer a(DType::kF32, {m, k}, 1), b(DType::kBF16, {n, k}, 2), out(DType::kF32, {m, n}, 3);
+  for (auto _ : state) {
+    Cpu().Gemm({.a = a.view, .b = b.view, .out = out.view});
+    benchmark::DoNotOptimize(out.view.data());
+  }
+  state.counters["GB/s"] = benchmark::Counter(static_cast<double>(n * k * 2) * 1e-9,
+                                              benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["GFLOP/s"] = benchmark::Counter(2.0 * m * n * k * 1e-9,
+                                                 benchmark::Counter::kIsIterationInvariantRate);
+}
+
+void GemmArgs(benchmark::internal::Benchmark* b) {
+  for (int64_t m : {1, 2, 4, 8, 16}) {
+    b->Args({m, 2 * kDenseInter, kHidden});  // dense gate ‖ up
+    b->Args({m, kHidden, kDenseInter});      // dense down
+  }
+  b->Args({1, 102400, kHidden});  // lm_head
+  b->Args({48, 2 * kExpertInter, kHidden});  // one expert's gate ‖ up in a 512-token prefill
+  b->Args({48, kHidden, kExpertInter});      // its down projection
+  for (int64_t n : {kHidden, kDenseInter}) b->Args({512, n, kHidden});
+  b->Args({512, kHidden, kDenseInter});
+}
+BENCHMARK(BM_Gemm)->Apply(GemmArgs)->UseRealTime()->Unit(benchmark::kMillisecond);
+
+// Arg: tokens. Routing is uniform random, as the lite-slice router roughly is.
+void BM_MoeExperts(benchmark::State& state) {
+  const int64_t tokens = state.range(0);
+  const int64_t pairs = tokens * kTopK;
+  const int64_t len = pairs + kExperts * (kAlignBlock - 1);
+  std::mt19937 rng(4);
+  std::vector<int32_t> ids(pairs);
+  for (int64_t t = 0; t < tokens; ++t) {
+    std::vector<int32_t> experts(kExperts);
+    for (int32_t e = 0; e < kExperts; ++e) experts[e] = e;
+    std::shuffle(experts.begin(), experts.end(), rng);
+    for (int64_t k = 0; k < kTopK; ++k) ids[t * kTopK + k] = experts[k];
+  }
+  Buffer x(DType::kF32, {tokens, kHidden}, 5);
+  Buffer w13(DType::kBF16, {kExperts, 2 * kExpertInter, kHidden}, 6);
+  Buffer w2(DType::kBF16, {kExperts, kHidden, kExpertInter}, 7);
+  Buffer weights(DType::kF32, {tokens, kTopK}, 8);
+  Buffer topk_ids({tokens, kTopK}, ids);
+  Buffer sorted(DType::kI32, {len}), blocks(DType::kI32, {(len + kAlignBlock - 1) / kAlignBlock});
+  Buffer offsets(DType::kI32, {kExperts + 1}), post_pad(DType::kI32, {1});
+  Cpu().MoeAlignBlockSize({.topk_ids = topk_ids.view,
+                           .num_experts = static_cast<int>(kExperts),
+                           .block_size = kAlignBlock,
+                           .sorted_ids = sorted.view,
+                           .block_expert_ids = blocks.view,
+                           .expert_offsets = offsets.view,
+                           .num_tokens_post_pad = post_pad.view});
+  Buffer gate_up(DType::kF32, {len, 2 * kExpertInter}), act(DType::kF32, {len, kExpertInter});
+  Buffer down(DType::kF32, {len, kHidden}), out(DType::kF32, {tokens, kHidden});
+  int64_t active = 0;
+  for (int64_t e = 0; e < kExperts; ++e) {
+    active += offsets.view.ptr<int32_t>()[e + 1] > offsets.view.ptr<int32_t>()[e] ? 1 : 0;
+  }
+  for (auto _ : state) {
+    Cpu().MoeExperts({.x = x.view,
+                      .w13 = w13.view,
+                      .w2 = w2.view,
+                      .topk_weights = weights.view,
+                      .sorted_ids = sorted.view,
+                      .block_expert_ids = blocks.view,
+                      .expert_offsets = offsets.view,
+                      .num_tokens_post_pad = post_pad.view,
+                      .block_size = kAlignBlock,
+                      .workspace_gate_up = gate_up.view,
+                      .workspace_act = act.view,
+                      .workspace_down = down.view,
+                      .out = out.view});
+    benchmark::DoNotOptimize(out.view.data());
+  }
+  const double expert_params = 3.0 * kExpertInter * kHidden;
+  state.counters["GB/s"] = benchmark::Counter(active * expert_params * 2 * 1e-9,
+                                              benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["GFLOP/s"] = benchmark::Counter(
+      2.0 * pairs * expert_params * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+}
+BENCHMARK(BM_MoeExperts)->Arg(1)->Arg(512)->UseRealTime()->Unit(benchmark::kMillisecond);
+
+}  // namespace
+}  // namespace mlaserve
+
+BENCHMARK_MAIN();
