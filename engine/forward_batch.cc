@@ -33,7 +33,8 @@ TensorView ForwardBatchBuilder::Reserve(int64_t n, std::initializer_list<int64_t
   return view;
 }
 
-void ForwardBatchBuilder::Build(absl::Span<const StepSequence> seqs, ForwardBatch* fb) {
+void ForwardBatchBuilder::Build(absl::Span<const StepSequence> seqs, ForwardBatch* fb,
+                                int32_t pad_decodes_to) {
   const int64_t bs = limits_.block_size;
   // Vectors keep their capacity across steps, so a warmed-up step allocates nothing.
   std::vector<int32_t>& order = order_;  // decodes first, then prefills, stable
@@ -67,8 +68,17 @@ void ForwardBatchBuilder::Build(absl::Span<const StepSequence> seqs, ForwardBatc
     max_blocks = std::max(max_blocks, static_cast<int32_t>(
                                           (s.start_position + s.num_new_tokens + bs - 1) / bs));
   }
+  int32_t num_padding = 0;
+  if (pad_decodes_to > 0) {
+    // A replayed graph reads fixed views: every row gets logits and the block tables take
+    // their full width, so the layout depends on the bucket alone.
+    MLASERVE_CHECK(fb->num_prefill_seqs == 0 && fb->num_decodes <= pad_decodes_to);
+    num_padding = pad_decodes_to - fb->num_decodes;
+    fb->num_tokens = fb->num_decodes = fb->num_logits = pad_decodes_to;
+    max_blocks = static_cast<int32_t>(limits_.max_blocks_per_seq);
+  }
   MLASERVE_CHECK(fb->num_tokens <= limits_.max_num_tokens);
-  MLASERVE_CHECK(static_cast<int64_t>(seqs.size()) <= limits_.max_num_seqs);
+  MLASERVE_CHECK(fb->num_decodes + fb->num_prefill_seqs <= limits_.max_num_seqs);
   fb->num_blocks_per_seq = max_blocks;
 
   used_ = 0;
@@ -107,10 +117,21 @@ void ForwardBatchBuilder::Build(absl::Span<const StepSequence> seqs, ForwardBatc
       ++prefill;
     }
     token += s.num_new_tokens;
-    if (s.needs_logits) {
+    if (s.needs_logits || pad_decodes_to > 0) {
       logit_rows[logit++] = token - 1;
       fb->logit_items.push_back(item);
     }
+  }
+  // Padding rows of a graph bucket: token 0 at position 0, no cache write, attending over the
+  // first row of block 0, which is reserved and zeroed at start-up, so they compute finite
+  // values from valid memory and never touch a live sequence's blocks.
+  for (int32_t k = 0; k < num_padding; ++k, ++token, ++decode) {
+    ids[token] = 0;
+    pos[token] = 0;
+    slots[token] = -1;
+    std::fill(dec_bt + decode * max_blocks, dec_bt + (decode + 1) * max_blocks, 0);
+    dec_len[decode] = 1;
+    logit_rows[logit++] = token;
   }
 
   if (fb->prefill_has_context) {

@@ -73,8 +73,11 @@ class ForwardBatchBuilder {
   static absl::StatusOr<ForwardBatchBuilder> Create(const ForwardLimits& limits, Backend* backend);
 
   // Plans `seqs` (any order; decodes are recognised by num_new_tokens == 1) and copies the
-  // metadata to the device. REQUIRES: the sequences fit the limits.
-  void Build(absl::Span<const StepSequence> seqs, ForwardBatch* batch);
+  // metadata to the device with one copy. REQUIRES: the sequences fit the limits.
+  // With pad_decodes_to > 0 (a decode-graph bucket; REQUIRES: only decodes, at most that
+  // many), the batch is padded to exactly that many decode rows, every row gets logits (rows
+  // past seqs.size() are padding), and the views depend on the bucket alone.
+  void Build(absl::Span<const StepSequence> seqs, ForwardBatch* batch, int32_t pad_decodes_to = 0);
 
   const ForwardLimits& limits() const { return limits_; }
 

@@ -4,12 +4,14 @@
 #define MLASERVE_ENGINE_MODEL_RUNNER_H_
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "engine/forward_batch.h"
+#include "engine/graph_runner.h"
 #include "engine/models/deepseek.h"
 
 namespace mlaserve {
@@ -26,25 +28,42 @@ struct StepLogits {
   }
 };
 
+// Steps run eagerly, by phase (decode-only steps that no graph bucket holds count as decode).
+struct EagerStepCounts {
+  uint64_t prefill = 0;  // prefill chunks only
+  uint64_t decode = 0;   // decodes only
+  uint64_t mixed = 0;    // both
+};
+
 class ModelRunner {
  public:
-  static absl::StatusOr<std::unique_ptr<ModelRunner>> Create(std::unique_ptr<DeepseekModel> model,
-                                                             Backend* backend);
+  // Captures a decode graph for each of `graph_buckets` (each <= the model's max_num_seqs;
+  // empty: every step runs eagerly).
+  static absl::StatusOr<std::unique_ptr<ModelRunner>> Create(
+      std::unique_ptr<DeepseekModel> model, Backend* backend,
+      const std::vector<int32_t>& graph_buckets = {});
 
-  // Runs one step over `seqs` (see StepSequence) and fills `logits` for those with
-  // needs_logits, in the step's row order. Returns the backend's sticky error, if any.
+  // Runs one step over `seqs` (see StepSequence) and fills `logits` in the step's row order:
+  // a row for every sequence with needs_logits (decode steps replayed from a graph return a
+  // row for every sequence). Returns the backend's sticky error, if any.
   absl::Status Execute(absl::Span<const StepSequence> seqs, StepLogits* logits);
 
   DeepseekModel& model() { return *model_; }
   const ForwardLimits& limits() const { return builder_.limits(); }
+  std::vector<int32_t> graph_buckets() const { return graphs_.buckets(); }
+  const std::map<int32_t, uint64_t>& graph_replays() const { return graphs_.replays(); }
+  const EagerStepCounts& eager_steps() const { return eager_steps_; }
 
  private:
   ModelRunner(std::unique_ptr<DeepseekModel> model, Backend* backend, ForwardBatchBuilder builder);
+  TensorView RunEager(absl::Span<const StepSequence> seqs);
 
   std::unique_ptr<DeepseekModel> model_;
   Backend* backend_;
   ForwardBatchBuilder builder_;
+  GraphRunner graphs_;
   ForwardBatch batch_;
+  EagerStepCounts eager_steps_;
 };
 
 }  // namespace mlaserve

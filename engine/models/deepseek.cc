@@ -109,10 +109,15 @@ absl::Status DeepseekModel::AllocateBuffers() {
   ASSIGN_OR_RETURN(logits_, (NewTensor(f32, {seqs, c.vocab_size})));
 
   const uint64_t before = workspace_bytes_;
+  // Block 0 is reserved for padded graph rows, which attend over its first row: it is the one
+  // part of the cache that must hold defined (zero) values.
+  const TensorView probe(nullptr, options_.kv_cache_dtype, {options_.block_size, c.kv_cache_dim()});
+  const std::vector<char> zeros(static_cast<size_t>(probe.nbytes()), 0);
   for (int64_t i = 0; i < c.num_hidden_layers; ++i) {
     ASSIGN_OR_RETURN(TensorView cache, (NewTensor(options_.kv_cache_dtype,
                                                  {options_.num_kv_blocks, options_.block_size,
                                                   c.kv_cache_dim()})));
+    backend_->CopyFromHost(zeros.data(), zeros.size(), cache.Slice(0, 0, 1));
     kv_caches_.push_back(cache);
   }
   kv_cache_bytes_ = workspace_bytes_ - before;

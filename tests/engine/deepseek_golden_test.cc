@@ -26,13 +26,16 @@ struct RunConfig {
   int64_t max_num_tokens;        // prefill chunk size
   int64_t context_chunk_tokens;  // cached-context round size
   int64_t block_size;
+  std::vector<int32_t> graph_buckets;  // decode steps of these sizes replay captured graphs
 };
 
 const RunConfig kRunConfigs[] = {
-    {"whole_prompt", 128, 4096, 64},
+    {"whole_prompt", 128, 4096, 64, {}},
     // 80-token prompt in chunks of 32: the later chunks attend over cached context in rounds
     // of 24 tokens, which cross block and chunk boundaries.
-    {"chunked_prefill", 32, 24, 16},
+    {"chunked_prefill", 32, 24, 16, {}},
+    // Decode steps replay graphs (padded to bucket 4 when one or two sequences decode).
+    {"decode_graphs", 128, 4096, 16, {4}},
 };
 
 std::unique_ptr<ModelRunner> LoadRunner(const std::string& dir, Backend* backend,
@@ -47,7 +50,7 @@ std::unique_ptr<ModelRunner> LoadRunner(const std::string& dir, Backend* backend
   auto model = LoadDeepseekModel(dir, backend, options);
   EXPECT_TRUE(model.ok()) << model.status();
   if (!model.ok()) return nullptr;
-  auto runner = ModelRunner::Create(std::move(*model), backend);
+  auto runner = ModelRunner::Create(std::move(*model), backend, rc.graph_buckets);
   EXPECT_TRUE(runner.ok()) << runner.status();
   return runner.ok() ? std::move(*runner) : nullptr;
 }
@@ -102,12 +105,16 @@ TEST_P(GoldenTest, GreedyIdsAndTopLogprobsMatchReference) {
   }
   for (size_t i = 0; i < golden->steps.size(); ++i) {
     ASSERT_EQ(logits.items.size(), 1u);
+    ASSERT_EQ(logits.items[0], 0);
     const int32_t id = CheckStep(logits.row(0), *golden, i, variant);
     if (::testing::Test::HasFailure()) return;
     s.tokens.push_back(id);
     const StepSequence step = NextStep(s, rc.max_num_tokens);
     ASSERT_TRUE(runner->Execute({step}, &logits).ok());
     s.num_computed += 1;
+  }
+  for (int32_t bucket : rc.graph_buckets) {
+    EXPECT_EQ(runner->graph_replays().at(bucket), golden->steps.size());
   }
 }
 
@@ -143,6 +150,7 @@ TEST_P(GoldenTest, MixedDecodeAndPrefillBatchesMatchReference) {
     ASSERT_TRUE(runner->Execute(batch, &logits).ok());
     for (size_t i = 0; i < batch.size(); ++i) seqs[which[i]].num_computed += batch[i].num_new_tokens;
     for (size_t r = 0; r < logits.items.size(); ++r) {
+      if (!batch[logits.items[r]].needs_logits) continue;
       const int k = which[logits.items[r]];
       const int32_t id = CheckStep(logits.row(r), *golden, checked[k], variant + "/seq" +
                                                                           std::to_string(k));

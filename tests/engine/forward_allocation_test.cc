@@ -2,6 +2,7 @@
 // nothing on the heap (every workspace and metadata buffer was allocated at start-up).
 #include <atomic>
 #include <cstdlib>
+#include <memory>
 #include <new>
 #include <numeric>
 #include <vector>
@@ -27,8 +28,7 @@ void operator delete(void* p, std::size_t) noexcept { std::free(p); }
 namespace mlaserve {
 namespace {
 
-TEST(ForwardAllocationTest, WarmedUpStepsAllocateNothing) {
-  auto backend = MakeCpuBackend(2);
+std::unique_ptr<ModelRunner> MakeRunner(Backend* backend, const std::vector<int32_t>& buckets) {
   ModelOptions options;
   options.max_num_tokens = 64;
   options.max_num_seqs = 4;
@@ -36,10 +36,26 @@ TEST(ForwardAllocationTest, WarmedUpStepsAllocateNothing) {
   options.block_size = 16;
   options.num_kv_blocks = 64;
   options.context_chunk_tokens = 24;
-  auto model = LoadDeepseekModel(testing::ModelDir("v3_noaux"), backend.get(), options);
-  ASSERT_TRUE(model.ok()) << model.status();
-  auto runner = ModelRunner::Create(std::move(*model), backend.get());
-  ASSERT_TRUE(runner.ok()) << runner.status();
+  auto model = LoadDeepseekModel(testing::ModelDir("v3_noaux"), backend, options);
+  EXPECT_TRUE(model.ok()) << model.status();
+  if (!model.ok()) return nullptr;
+  auto runner = ModelRunner::Create(std::move(*model), backend, buckets);
+  EXPECT_TRUE(runner.ok()) << runner.status();
+  return runner.ok() ? std::move(*runner) : nullptr;
+}
+
+long AllocationsPerThreeSteps(ModelRunner& runner, const std::vector<StepSequence>& step) {
+  StepLogits logits;
+  EXPECT_TRUE(runner.Execute(step, &logits).ok());  // warm-up
+  const long before = g_allocations.load();
+  for (int i = 0; i < 3; ++i) EXPECT_TRUE(runner.Execute(step, &logits).ok());
+  return g_allocations.load() - before;
+}
+
+TEST(ForwardAllocationTest, WarmedUpEagerStepsAllocateNothing) {
+  auto backend = MakeCpuBackend(2);
+  auto runner = MakeRunner(backend.get(), {});
+  ASSERT_NE(runner, nullptr);
 
   std::vector<int32_t> tokens(100);
   std::iota(tokens.begin(), tokens.end(), 3);
@@ -52,11 +68,25 @@ TEST(ForwardAllocationTest, WarmedUpStepsAllocateNothing) {
        .needs_logits = true},
       {.token_ids = tokens, .start_position = 40, .num_new_tokens = 30, .block_table = table,
        .needs_logits = true}};
-  StepLogits logits;
-  ASSERT_TRUE((*runner)->Execute(step, &logits).ok());  // warm-up
-  const long before = g_allocations.load();
-  for (int i = 0; i < 3; ++i) ASSERT_TRUE((*runner)->Execute(step, &logits).ok());
-  EXPECT_EQ(g_allocations.load() - before, 0);
+  EXPECT_EQ(AllocationsPerThreeSteps(*runner, step), 0);
+  EXPECT_EQ(runner->eager_steps().mixed, 4u);
+}
+
+TEST(ForwardAllocationTest, GraphReplaysAllocateNothing) {
+  auto backend = MakeCpuBackend(2);
+  auto runner = MakeRunner(backend.get(), {4});
+  ASSERT_NE(runner, nullptr);
+  std::vector<int32_t> tokens(100);
+  std::iota(tokens.begin(), tokens.end(), 3);
+  std::vector<int32_t> table(7);
+  std::iota(table.begin(), table.end(), 1);
+  const std::vector<StepSequence> step = {
+      {.token_ids = tokens, .start_position = 60, .num_new_tokens = 1, .block_table = table,
+       .needs_logits = true},
+      {.token_ids = tokens, .start_position = 90, .num_new_tokens = 1, .block_table = table,
+       .needs_logits = true}};
+  EXPECT_EQ(AllocationsPerThreeSteps(*runner, step), 0);
+  EXPECT_EQ(runner->graph_replays().at(4), 4u);
 }
 
 }  // namespace

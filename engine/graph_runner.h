@@ -1,0 +1,70 @@
+// GraphRunner: decode steps captured once per batch-size bucket and replayed.
+//
+// At start-up each bucket (largest first) runs one eager warm-up step of padding rows and is
+// then captured (Backend::BeginCapture/EndCapture): CUDA graphs on a GPU, the recorded op list
+// on the CPU, bound to the model's static workspaces and the builder's metadata buffer. A
+// decode-only step of n <= largest bucket sequences is padded to the next bucket
+// (ForwardBatchBuilder::Build with pad_decodes_to), its metadata written with one copy, and the
+// bucket's graph replayed: no allocation, no shape logic, no dispatch decisions.
+// Owned by the engine thread; not thread-safe.
+#ifndef MLASERVE_ENGINE_GRAPH_RUNNER_H_
+#define MLASERVE_ENGINE_GRAPH_RUNNER_H_
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "engine/forward_batch.h"
+#include "engine/models/deepseek.h"
+#include "kernels/backend.h"
+
+namespace mlaserve {
+
+// 1, 2, 4, 8, then every 8 up to max_num_seqs (and max_num_seqs itself).
+std::vector<int32_t> DefaultGraphBuckets(int32_t max_num_seqs);
+
+// --graph_batch_sizes: "" = defaults, "none" = no graphs, else a comma-separated list of
+// positive sizes <= max_num_seqs. Returns them sorted ascending, without duplicates.
+absl::StatusOr<std::vector<int32_t>> ParseGraphBuckets(const std::string& flag,
+                                                       int32_t max_num_seqs);
+
+class GraphRunner {
+ public:
+  GraphRunner(DeepseekModel* model, Backend* backend, ForwardBatchBuilder* builder);
+
+  // Captures every bucket; returns the backend's error, if any. Logs the capture time.
+  absl::Status Capture(const std::vector<int32_t>& buckets);
+
+  // The smallest bucket holding n decodes, or 0 when none does.
+  int32_t BucketFor(int64_t n) const;
+
+  // Replays `bucket` for `seqs` (all decodes, at most bucket of them). Returns the logits
+  // [bucket, vocab]; rows past seqs.size() belong to padding.
+  TensorView Replay(absl::Span<const StepSequence> seqs, int32_t bucket, ForwardBatch* batch);
+
+  // Captured buckets, ascending.
+  std::vector<int32_t> buckets() const;
+  // Replays per bucket since start-up.
+  const std::map<int32_t, uint64_t>& replays() const { return replays_; }
+
+ private:
+  struct Captured {
+    std::unique_ptr<Graph> graph;
+    TensorView logits;     // [bucket, vocab]
+    void* input_ids_data;  // where the capture's metadata lives; replays must match
+  };
+
+  DeepseekModel* model_;
+  Backend* backend_;
+  ForwardBatchBuilder* builder_;
+  std::map<int32_t, Captured> graphs_;
+  std::map<int32_t, uint64_t> replays_;
+};
+
+}  // namespace mlaserve
+
+#endif  // MLASERVE_ENGINE_GRAPH_RUNNER_H_
