@@ -79,9 +79,8 @@ void KvBlockManager::HashFullBlocks(Sequence& seq) const {
   for (auto i = static_cast<int32_t>(seq.block_hashes.size());
        static_cast<int64_t>(i + 1) * block_size_ <= seq.num_tokens(); ++i) {
     const uint64_t parent = i == 0 ? RootHash(seq) : seq.block_hashes[i - 1];
-    seq.block_hashes.push_back(
-        HashTokens(parent, seq.token_ids.data() + static_cast<size_t>(i) * block_size_,
-                   block_size_));
+    seq.block_hashes.push_back(HashTokens(
+        parent, seq.token_ids.data() + static_cast<size_t>(i) * block_size_, block_size_));
   }
 }
 
@@ -102,9 +101,9 @@ int32_t KvBlockManager::FindCachedBlock(const Sequence& seq, int32_t index) cons
 
 int32_t KvBlockManager::MaxCachedPrefixBlocks(const Sequence& seq) const {
   if (!enable_prefix_caching_) return 0;
-  MLASERVE_CHECK_MSG(static_cast<int32_t>(seq.block_hashes.size()) ==
-                         seq.num_tokens() / block_size_,
-                     "HashFullBlocks was not called after tokens were added");
+  MLASERVE_CHECK_MSG(
+      static_cast<int32_t>(seq.block_hashes.size()) == seq.num_tokens() / block_size_,
+      "HashFullBlocks was not called after tokens were added");
   return (seq.num_tokens() - 1) / block_size_;
 }
 

@@ -32,7 +32,7 @@
 namespace mlaserve {
 
 struct KvBlockManagerOptions {
-  int32_t num_blocks = 0;  // including the reserved block 0; at least 2
+  int32_t num_blocks = 0;   // including the reserved block 0; at least 2
   int32_t block_size = 64;  // tokens per block
   bool enable_prefix_caching = true;
 };

@@ -16,11 +16,11 @@ using RequestId = std::string;
 
 // How the next token is drawn from the logits. Defaults are "plain sampling at temperature 1".
 struct SamplingOptions {
-  float temperature = 1.0f;  // 0 means greedy
-  float top_p = 1.0f;        // nucleus mass kept, in (0, 1]
-  int32_t top_k = 0;         // 0: no top-k cut
-  float min_p = 0.0f;        // drop tokens below min_p * max probability
-  std::optional<uint64_t> seed;  // unset: nondeterministic
+  float temperature = 1.0f;         // 0 means greedy
+  float top_p = 1.0f;               // nucleus mass kept, in (0, 1]
+  int32_t top_k = 0;                // 0: no top-k cut
+  float min_p = 0.0f;               // drop tokens below min_p * max probability
+  std::optional<uint64_t> seed;     // unset: nondeterministic
   float repetition_penalty = 1.0f;  // multiplicative, over prompt and output tokens
   float presence_penalty = 0.0f;    // additive, once per distinct output token
   float frequency_penalty = 0.0f;   // additive, per occurrence in the output

@@ -33,14 +33,12 @@ absl::Status ValidateSchedulerOptions(const SchedulerOptions& options) {
            require(options.max_num_batched_tokens >= 1, "max_num_batched_tokens",
                    "must be at least 1"),
            require(options.max_model_len >= 2, "max_model_len", "must be at least 2"),
-           require(options.max_num_waiting_seqs >= 1, "max_num_waiting_seqs",
-                   "must be at least 1"),
+           require(options.max_num_waiting_seqs >= 1, "max_num_waiting_seqs", "must be at least 1"),
            require(options.aging_steps_per_priority >= 1, "aging_steps_per_priority",
                    "must be at least 1"),
            require(options.kv_cache.num_blocks >= 2, "kv_cache.num_blocks",
                    "must be at least 2 (block 0 is reserved)"),
-           require(options.kv_cache.block_size >= 1, "kv_cache.block_size",
-                   "must be at least 1"),
+           require(options.kv_cache.block_size >= 1, "kv_cache.block_size", "must be at least 1"),
        }) {
     if (!status.ok()) return status;
   }
@@ -62,9 +60,9 @@ bool Scheduler::DeadlineOrder::operator()(const Sequence* a, const Sequence* b) 
 Scheduler::Scheduler(SchedulerOptions options)
     : options_(std::move(options)),
       kv_(options_.kv_cache),
-      max_context_tokens_(static_cast<int32_t>(std::min<int64_t>(
-          options_.max_model_len,
-          static_cast<int64_t>(kv_.num_usable_blocks()) * kv_.block_size()))),
+      max_context_tokens_(static_cast<int32_t>(
+          std::min<int64_t>(options_.max_model_len,
+                            static_cast<int64_t>(kv_.num_usable_blocks()) * kv_.block_size()))),
       waiting_(WaitingOrder{options_.aging_steps_per_priority}) {
   MLASERVE_CHECK(ValidateSchedulerOptions(options_).ok());
 }
@@ -88,8 +86,8 @@ absl::Status Scheduler::Add(std::unique_ptr<Sequence> seq) {
     return absl::AlreadyExistsError(absl::StrCat("request ", seq->id, " is already running"));
   }
   if (num_waiting_seqs() >= options_.max_num_waiting_seqs) {
-    return absl::ResourceExhaustedError(absl::StrCat(
-        "the waiting queue is full (", options_.max_num_waiting_seqs, " requests)"));
+    return absl::ResourceExhaustedError(
+        absl::StrCat("the waiting queue is full (", options_.max_num_waiting_seqs, " requests)"));
   }
   seq->arrival_order = num_arrivals_++;
   seq->arrival_step = step_;

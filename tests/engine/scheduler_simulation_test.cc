@@ -7,7 +7,6 @@
 // block table. So a wrong block table, a wrongly shared prefix block or an overwritten cached
 // block changes the generated text, which is compared with an independent reference generation.
 #include <algorithm>
-#include <cstdio>
 #include <cstdint>
 #include <memory>
 #include <random>
@@ -65,6 +64,7 @@ struct Tracked {
   int64_t arrival_step = 0;
   std::vector<int32_t> streamed;
   bool ended = false;
+  bool completed = false;  // ended by a stop condition or the length limit
   FinishReason reason = FinishReason::kNone;
   int32_t num_preemptions = 0;
 };
@@ -86,7 +86,9 @@ std::pair<std::vector<int32_t>, FinishReason> Reference(const Request& request,
   for (int32_t t : request.prompt_token_ids) hash.Add(t);
   const StoppingOptions& stop = request.stopping;
   std::vector<int32_t> out;
-  auto num_tokens = [&] { return static_cast<int32_t>(request.prompt_token_ids.size() + out.size()); };
+  auto num_tokens = [&] {
+    return static_cast<int32_t>(request.prompt_token_ids.size() + out.size());
+  };
   while (true) {
     const int32_t t = hash.Next();
     const bool is_stop = (!stop.ignore_eos && t == kEos) ||
@@ -128,9 +130,7 @@ class Simulation {
     for (const Tracked& t : tracked_) {
       EXPECT_TRUE(t.ended) << t.request.id << " never ended";
       ++stats_.count[static_cast<int>(t.reason)];
-      if (t.reason == FinishReason::kStop || t.reason == FinishReason::kLength) {
-        stats_.num_preempted_completed += t.num_preemptions > 0;
-      }
+      stats_.num_preempted_completed += t.completed && t.num_preemptions > 0;
     }
     stats_.prefix_cache_hit_tokens = scheduler_.kv_block_manager().prefix_cache_hit_tokens();
     EXPECT_FALSE(scheduler_.has_unfinished_seqs());
@@ -144,7 +144,9 @@ class Simulation {
     return options;
   }
 
-  int64_t Uniform(int64_t lo, int64_t hi) { return lo + static_cast<int64_t>(rng_() % (hi - lo + 1)); }
+  int64_t Uniform(int64_t lo, int64_t hi) {
+    return lo + static_cast<int64_t>(rng_() % (hi - lo + 1));
+  }
   bool Chance(int percent) { return Uniform(0, 99) < percent; }
   absl::Time Now() const { return absl::UnixEpoch() + absl::Seconds(stats_.num_steps); }
   void Digest(uint64_t v) { stats_.digest = Mix(stats_.digest ^ v); }
@@ -216,10 +218,10 @@ class Simulation {
     Tracked& t = tracked_[i];
     EXPECT_FALSE(t.ended) << t.request.id << " ended twice";
     t.ended = true;
+    t.completed = by_stop_condition;
     t.reason = reason;
     live_.erase(std::find(live_.begin(), live_.end(), i));
-    const auto [expected, expected_reason] =
-        Reference(t.request, scheduler_.max_context_tokens());
+    const auto [expected, expected_reason] = Reference(t.request, scheduler_.max_context_tokens());
     if (by_stop_condition) {
       EXPECT_EQ(t.streamed, expected) << t.request.id << " preempted " << t.num_preemptions;
       EXPECT_EQ(reason, expected_reason) << t.request.id;
@@ -332,37 +334,34 @@ class Simulation {
     }
     EXPECT_EQ(num_tokens, batch.num_tokens);
     EXPECT_EQ(num_samples, batch.num_samples);
-    // A victim of preemption is the lowest-ranked running sequence not scheduled yet.
     std::vector<const Sequence*> running;
     std::vector<const Sequence*> preempted;
-    for (size_t i : live_) {
-      const Sequence* seq = scheduler_.Find(tracked_[i].request.id);
-      if (seq->status == SequenceStatus::kRunning) running.push_back(seq);
-      if (seq->num_preemptions > before.at(seq).num_preemptions) preempted.push_back(seq);
-    }
-    for (const Sequence* victim : preempted) {
-      for (const Sequence* other : running) {
-        EXPECT_TRUE(!RanksBelow(*other, *victim) || seen.contains(other))
-            << victim->id << " preempted while lower-ranked " << other->id << " kept running";
-      }
-    }
-    // Admission order is effective priority; see the bound in scheduler.h.
     const int64_t aging = options.aging_steps_per_priority;
     for (size_t i : live_) {
       const Tracked& y = tracked_[i];
       const Sequence* seq = scheduler_.Find(y.request.id);
       EXPECT_GT(seq->deadline, now) << y.request.id << " outlived its deadline";
+      if (seq->num_preemptions > before.at(seq).num_preemptions) preempted.push_back(seq);
       if (seq->status == SequenceStatus::kRunning) {
         EXPECT_FALSE(seq->block_table.empty());
+        running.push_back(seq);
         continue;
       }
       EXPECT_TRUE(seq->block_table.empty());
+      // Admission order is effective priority; see the bound in scheduler.h.
       for (const Sequence* x_seq : admitted) {
         const Tracked& x = tracked_[index_.at(x_seq->id)];
         const int64_t lead = x.arrival_step - y.arrival_step;
         const int64_t allowed = aging * (x.request.priority - y.request.priority);
         EXPECT_TRUE(lead < allowed || (lead == allowed && x.arrival_order < y.arrival_order))
             << x.request.id << " admitted ahead of " << y.request.id;
+      }
+    }
+    // A victim of preemption is the lowest-ranked running sequence not scheduled yet.
+    for (const Sequence* victim : preempted) {
+      for (const Sequence* other : running) {
+        EXPECT_TRUE(!RanksBelow(*other, *victim) || seen.contains(other))
+            << victim->id << " preempted while lower-ranked " << other->id << " kept running";
       }
     }
   }
@@ -406,13 +405,6 @@ TEST(SchedulerSimulationTest, TenThousandRequestsKeepEveryInvariant) {
   config.options = SimOptions(/*prefix_caching=*/true, /*block_size=*/8, /*num_blocks=*/161);
   const SimStats stats = Simulation(config).Run();
   ASSERT_FALSE(::testing::Test::HasFailure());
-  std::fprintf(stderr,
-               "steps %lld rejected %d preempted+completed %d chunks %d cache hits %llu "
-               "stop %d length %d abort %d deadline %d\n",
-               static_cast<long long>(stats.num_steps), stats.num_rejected,
-               stats.num_preempted_completed, stats.num_chunked,
-               static_cast<unsigned long long>(stats.prefix_cache_hit_tokens), stats.count[1],
-               stats.count[2], stats.count[3], stats.count[4]);
   // The run must have exercised what it checks.
   EXPECT_GT(stats.num_steps, 3000);
   EXPECT_GT(stats.num_rejected, 0);
