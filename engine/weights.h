@@ -49,6 +49,7 @@ class Checkpoint {
     size_t bytes;
   };
   Checkpoint() = default;
+  static absl::StatusOr<std::unique_ptr<Checkpoint>> OpenImpl(const std::string& model_dir);
   std::vector<Mapping> mappings_;
   std::map<std::string, CheckpointTensor, std::less<>> tensors_;
 };
@@ -66,8 +67,10 @@ class WeightLoader {
   absl::StatusOr<TensorView> Load(std::string_view name, std::vector<int64_t> shape);
   // Like Load, but always converts to f32 (norm weights, router, correction bias).
   absl::StatusOr<TensorView> LoadF32(std::string_view name, std::vector<int64_t> shape);
-  // Loads several same-shaped tensors [rows, cols] into one [count, rows, cols] tensor
-  // (stacked experts) or [sum rows, cols] (concatenated gate ‖ up). All parts must share one
+  // Loads several same-shaped tensors [rows, cols] back to back into one tensor of
+  // result_shape: [count, rows, cols] (stacked experts), [sum rows, cols] (concatenated
+  // gate ‖ up) or any other shape with count * rows * cols elements and last dimension cols
+  // (e.g. [experts, 2 * rows, cols] from interleaved gate/up names). All parts must share one
   // dtype after conversion.
   absl::StatusOr<TensorView> LoadConcat(const std::vector<std::string>& names,
                                         std::vector<int64_t> part_shape,
