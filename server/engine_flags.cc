@@ -2,6 +2,7 @@
 
 #include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
+#include "engine/graph_runner.h"
 #include "server/backend_selection.h"
 
 ABSL_FLAG(std::string, model, "",
@@ -16,6 +17,9 @@ ABSL_FLAG(int, max_num_batched_tokens, 2048, "most tokens in one step (prefill c
 ABSL_FLAG(int, block_size, 64, "tokens per KV-cache block");
 ABSL_FLAG(int, kv_cache_tokens, 65536, "tokens the paged KV cache holds");
 ABSL_FLAG(int, max_model_len, 0, "context limit in tokens (0 = the model's)");
+ABSL_FLAG(std::string, graph_batch_sizes, "",
+          "decode batch sizes captured as graphs: \"\" = 1,2,4,8 then every 8 up to "
+          "max_num_seqs; \"none\" = eager only; or a list such as 1,2,4");
 
 namespace mlaserve {
 namespace {
@@ -58,6 +62,10 @@ absl::StatusOr<ModelOptions> ModelOptionsFromFlags() {
   o.num_kv_blocks = 1 + (kv_tokens + block - 1) / block;
   o.max_model_len = max_len > 0 ? max_len : (int64_t{1} << 30);
   return o;
+}
+
+absl::StatusOr<std::vector<int32_t>> GraphBucketsFromFlags(int32_t max_num_seqs) {
+  return ParseGraphBuckets(absl::GetFlag(FLAGS_graph_batch_sizes), max_num_seqs);
 }
 
 absl::StatusOr<std::unique_ptr<Backend>> BackendFromFlags() {

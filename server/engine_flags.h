@@ -5,6 +5,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/flags/declare.h"
 #include "absl/status/statusor.h"
@@ -20,6 +21,7 @@ ABSL_DECLARE_FLAG(int, max_num_batched_tokens);
 ABSL_DECLARE_FLAG(int, block_size);
 ABSL_DECLARE_FLAG(int, kv_cache_tokens);
 ABSL_DECLARE_FLAG(int, max_model_len);
+ABSL_DECLARE_FLAG(std::string, graph_batch_sizes);
 
 namespace mlaserve {
 
@@ -28,6 +30,9 @@ std::string ModelDirFromFlags();
 
 // Model options from the flags (max_model_len is clamped to the model later).
 absl::StatusOr<ModelOptions> ModelOptionsFromFlags();
+
+// Decode-graph buckets from --graph_batch_sizes (errors name the flag).
+absl::StatusOr<std::vector<int32_t>> GraphBucketsFromFlags(int32_t max_num_seqs);
 
 // The backend the flags ask for.
 absl::StatusOr<std::unique_ptr<Backend>> BackendFromFlags();

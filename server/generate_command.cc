@@ -151,7 +151,8 @@ absl::Status Run() {
   options.max_num_seqs = 1;
   ASSIGN_OR_RETURN(auto model, LoadDeepseekModel(ModelDirFromFlags(), backend.get(), options));
   const int64_t vocab = model->config().vocab_size;
-  ASSIGN_OR_RETURN(auto runner, ModelRunner::Create(std::move(model), backend.get()));
+  ASSIGN_OR_RETURN(std::vector<int32_t> buckets, GraphBucketsFromFlags(1));
+  ASSIGN_OR_RETURN(auto runner, ModelRunner::Create(std::move(model), backend.get(), buckets));
   ASSIGN_OR_RETURN(std::vector<int32_t> prompt, PromptIdsFromFlags(vocab));
   const size_t prompt_tokens = prompt.size();
   ASSIGN_OR_RETURN(Generated g, Generate(*runner, std::move(prompt), max_tokens));
