@@ -22,7 +22,9 @@
 #include <deque>
 #include <functional>
 #include <memory>
+#include <random>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -60,15 +62,15 @@ struct EngineOptions {
 
 // Snapshot of the engine's state for GetServerInfo and metrics.
 struct EngineStats {
-  int32_t num_running = 0;  // sequences holding KV blocks
-  int32_t num_waiting = 0;  // queued (inbox included) or preempted
+  int32_t num_running = 0;      // sequences holding KV blocks
+  int32_t num_waiting = 0;      // queued (inbox included) or preempted
   int32_t kv_blocks_total = 0;  // blocks that can be handed out (the reserved block excluded)
   int32_t kv_blocks_free = 0;
-  int32_t kv_block_size = 0;    // tokens per block
-  double kv_cache_usage = 0;    // 1 - free / total
+  int32_t kv_block_size = 0;  // tokens per block
+  double kv_cache_usage = 0;  // 1 - free / total
   int32_t max_num_seqs = 0;
   int32_t max_num_batched_tokens = 0;
-  uint64_t steps_total = 0;                         // steps that ran the model
+  uint64_t steps_total = 0;                          // steps that ran the model
   absl::Time last_step_time = absl::InfinitePast();  // end of the latest such step (clock)
   bool draining = false;
   bool failed = false;  // the model failed; every request since then is refused
@@ -129,30 +131,42 @@ class Engine {
   absl::Time Now() const { return clock_(); }
 
  private:
-  Engine(std::unique_ptr<Backend> backend, std::unique_ptr<EngineCore> core, EngineInfo info,
-         std::function<absl::Time()> clock, int32_t max_num_waiting_seqs);
+  Engine(std::unique_ptr<Backend> backend, std::unique_ptr<ModelRunner> runner,
+         std::shared_ptr<const Tokenizer> tokenizer, const SchedulerOptions& options,
+         EngineInfo info);
 
+  // The engine thread: waits for work, feeds the inbox and aborts to the core, steps.
   void Loop();
-  // Moves the inbox into the core; returns false when the thread should exit.
-  bool WaitForWork();
+  // Publishes the core's counters, then ends the streams the core finished with and forgets
+  // their ids; engine thread. In this order, a consumer that sees its stream end also sees the
+  // request's KV blocks free in stats().
+  void PublishAndDeliver();
+  // Ends every live request with UNAVAILABLE after a model error and refuses new ones.
+  void Fail(const absl::Status& cause);
 
   const std::unique_ptr<Backend> backend_;  // declared first: outlives the core's runner
-  const std::unique_ptr<EngineCore> core_;  // engine thread only
-  const EngineInfo info_;
+  const std::unique_ptr<EngineCore> core_;  // engine thread only (after construction)
+  EngineInfo info_;                         // immutable after construction
   const std::function<absl::Time()> clock_;
   const int32_t max_num_waiting_seqs_;
+  const bool has_tokenizer_;
 
   mutable absl::Mutex mu_;
-  absl::CondVar work_cv_;   // inbox or aborts became non-empty, or stop_
-  absl::CondVar ended_cv_;  // a live request ended
+  absl::CondVar ended_cv_;  // signalled whenever a live request ends
   std::deque<std::pair<Request, std::shared_ptr<RequestStream>>> inbox_ ABSL_GUARDED_BY(mu_);
   std::vector<RequestId> aborts_ ABSL_GUARDED_BY(mu_);
-  // Every request submitted and not yet ended, inbox included.
+  // Every request submitted whose stream has not ended, inbox included. An entry may briefly
+  // outlive its stream's end (the engine thread removes it right after); Submit treats such an
+  // id as free.
   absl::flat_hash_map<RequestId, std::shared_ptr<RequestStream>> live_ ABSL_GUARDED_BY(mu_);
-  EngineStats stats_ ABSL_GUARDED_BY(mu_);  // published by the engine thread after each step
+  // The core's counters as of the latest step; num_waiting also counts requests moved from
+  // the inbox since then, so that the queue limit is never undercounted.
+  EngineStats stats_ ABSL_GUARDED_BY(mu_);
   bool draining_ ABSL_GUARDED_BY(mu_) = false;
+  bool failed_ ABSL_GUARDED_BY(mu_) = false;
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
   uint64_t next_id_ ABSL_GUARDED_BY(mu_) = 0;
+  std::mt19937_64 seed_rng_ ABSL_GUARDED_BY(mu_);  // seeds of requests that bring none
   std::thread thread_;
 };
 

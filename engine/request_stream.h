@@ -44,11 +44,11 @@ namespace mlaserve {
 // Final accounting of a request (api.md: Complete).
 struct Completion {
   FinishReason finish_reason = FinishReason::kNone;  // kStop, kLength, kAbort or kDeadline
-  std::string matched_stop;                           // the stop string that ended it, or empty
+  std::string matched_stop;                          // the stop string that ended it, or empty
   int32_t prompt_tokens = 0;
-  int32_t completion_tokens = 0;  // == token ids delivered through the stream
-  int32_t cached_tokens = 0;      // prompt tokens served from the prefix cache
-  double queue_seconds = 0;       // submitted -> first scheduled
+  int32_t completion_tokens = 0;           // == token ids delivered through the stream
+  int32_t cached_tokens = 0;               // prompt tokens served from the prefix cache
+  double queue_seconds = 0;                // submitted -> first scheduled
   double time_to_first_token_seconds = 0;  // submitted -> first token (0 if none)
   double e2e_seconds = 0;                  // submitted -> finished
 };
