@@ -8,6 +8,7 @@
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
 #include "server/generate_command.h"
+#include "server/serve_command.h"
 
 namespace {
 
@@ -28,6 +29,7 @@ int main(int argc, char** argv) {
     args.erase(args.begin() + 1);
   }
   absl::ParseCommandLine(static_cast<int>(args.size()), args.data());
+  if (command == "serve") return mlaserve::RunServeCommand();
   if (command == "generate") return mlaserve::RunGenerateCommand();
   std::fprintf(stderr, "mlaserve: unknown or unavailable subcommand \"%.*s\"\n%.*s\n",
                static_cast<int>(command.size()), command.data(),

@@ -1,0 +1,129 @@
+#include "server/inference_service.h"
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "server/generate_reactor.h"
+#include "server/request_conversion.h"
+#include "server/response_conversion.h"
+#include "server/status_conversion.h"
+
+namespace mlaserve {
+namespace {
+
+absl::Status Loading() { return absl::UnavailableError("the model is still loading"); }
+
+grpc::ServerUnaryReactor* Answer(grpc::CallbackServerContext* context,
+                                 const absl::Status& status) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  reactor->Finish(ToGrpcStatus(status));
+  return reactor;
+}
+
+}  // namespace
+
+InferenceService::InferenceService(RequestObserver* observer)
+    : observer_(observer != nullptr ? observer : &default_observer_), started_(absl::Now()) {}
+
+void InferenceService::SetEngine(std::shared_ptr<ServingEngine> engine) {
+  absl::MutexLock lock(&mu_);
+  engine_ = std::move(engine);
+}
+
+std::shared_ptr<ServingEngine> InferenceService::engine() const {
+  absl::MutexLock lock(&mu_);
+  return engine_;
+}
+
+void InferenceService::StartDraining() {
+  absl::MutexLock lock(&mu_);
+  draining_ = true;
+}
+
+bool InferenceService::draining() const {
+  absl::MutexLock lock(&mu_);
+  return draining_;
+}
+
+bool InferenceService::WaitForNoCalls(absl::Time deadline) {
+  absl::MutexLock lock(&mu_);
+  const auto idle = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return num_calls_ == 0; };
+  return mu_.AwaitWithDeadline(absl::Condition(&idle), deadline);
+}
+
+grpc::ServerWriteReactor<v1::GenerateResponse>* InferenceService::Generate(
+    grpc::CallbackServerContext* context, const v1::GenerateRequest* request) {
+  std::shared_ptr<ServingEngine> engine;
+  absl::Status admission;
+  {
+    absl::MutexLock lock(&mu_);
+    engine = engine_;
+    if (draining_) admission = absl::UnavailableError("the server is draining");
+    ++num_calls_;
+  }
+  auto* reactor = new GenerateReactor(context, std::move(engine), observer_, [this] {
+    absl::MutexLock lock(&mu_);
+    --num_calls_;
+  });
+  reactor->Start(*request, admission);
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* InferenceService::Abort(grpc::CallbackServerContext* context,
+                                                  const v1::AbortRequest* request,
+                                                  v1::AbortResponse* response) {
+  const std::shared_ptr<ServingEngine> engine = this->engine();
+  if (engine == nullptr) return Answer(context, Loading());
+  for (const std::string& id : request->request_ids()) {
+    if (engine->Abort(id)) response->add_aborted(id);
+  }
+  return Answer(context, absl::OkStatus());
+}
+
+grpc::ServerUnaryReactor* InferenceService::Tokenize(grpc::CallbackServerContext* context,
+                                                     const v1::TokenizeRequest* request,
+                                                     v1::TokenizeResponse* response) {
+  const std::shared_ptr<ServingEngine> engine = this->engine();
+  if (engine == nullptr) return Answer(context, Loading());
+  const Tokenizer* tokenizer = engine->tokenizer();
+  if (tokenizer == nullptr) return Answer(context, NoTokenizerError("text"));
+  for (int32_t id : tokenizer->Encode(request->text(), request->add_special_tokens())) {
+    response->add_ids(static_cast<uint32_t>(id));
+  }
+  return Answer(context, absl::OkStatus());
+}
+
+grpc::ServerUnaryReactor* InferenceService::Detokenize(grpc::CallbackServerContext* context,
+                                                       const v1::DetokenizeRequest* request,
+                                                       v1::DetokenizeResponse* response) {
+  const std::shared_ptr<ServingEngine> engine = this->engine();
+  if (engine == nullptr) return Answer(context, Loading());
+  const Tokenizer* tokenizer = engine->tokenizer();
+  if (tokenizer == nullptr) return Answer(context, NoTokenizerError("ids"));
+  const absl::StatusOr<std::vector<int32_t>> ids =
+      DetokenizeIds(*request, engine->info().model_config.vocab_size);
+  if (!ids.ok()) return Answer(context, ids.status());
+  response->set_text(tokenizer->Decode(*ids, request->skip_special_tokens()));
+  return Answer(context, absl::OkStatus());
+}
+
+grpc::ServerUnaryReactor* InferenceService::GetModelInfo(grpc::CallbackServerContext* context,
+                                                         const v1::GetModelInfoRequest* request,
+                                                         v1::GetModelInfoResponse* response) {
+  const std::shared_ptr<ServingEngine> engine = this->engine();
+  if (engine == nullptr) return Answer(context, Loading());
+  FillModelInfo(*engine, response);
+  return Answer(context, absl::OkStatus());
+}
+
+grpc::ServerUnaryReactor* InferenceService::GetServerInfo(grpc::CallbackServerContext* context,
+                                                          const v1::GetServerInfoRequest* request,
+                                                          v1::GetServerInfoResponse* response) {
+  const std::shared_ptr<ServingEngine> engine = this->engine();
+  if (engine == nullptr) return Answer(context, Loading());
+  FillServerInfo(*engine, started_, draining(), response);
+  return Answer(context, absl::OkStatus());
+}
+
+}  // namespace mlaserve

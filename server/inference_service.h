@@ -1,0 +1,70 @@
+// InferenceService: mlaserve.v1.Inference on the gRPC callback API. Generate is a
+// GenerateReactor; the other RPCs answer at once with unary reactors.
+//
+// The engine arrives after the server starts listening (SetEngine), so that health can say
+// NOT_SERVING while the weights load; until then every RPC answers UNAVAILABLE. After
+// StartDraining, Generate answers UNAVAILABLE while the rest keep answering.
+//
+// Thread-safety: all methods are thread-safe.
+#ifndef MLASERVE_SERVER_INFERENCE_SERVICE_H_
+#define MLASERVE_SERVER_INFERENCE_SERVICE_H_
+
+#include <memory>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "grpcpp/grpcpp.h"
+#include "mlaserve/v1/inference.grpc.pb.h"
+#include "server/request_observer.h"
+#include "server/serving_engine.h"
+
+namespace mlaserve {
+
+class InferenceService final : public v1::Inference::CallbackService {
+ public:
+  // `observer` (may be null: no observation) must outlive the service.
+  explicit InferenceService(RequestObserver* observer);
+
+  void SetEngine(std::shared_ptr<ServingEngine> engine);
+  // Null until SetEngine.
+  std::shared_ptr<ServingEngine> engine() const;
+
+  // Refuses new Generate calls from now on.
+  void StartDraining();
+  bool draining() const;
+  // Waits until no Generate call is open, or `deadline`; returns whether none is.
+  bool WaitForNoCalls(absl::Time deadline);
+
+  grpc::ServerWriteReactor<v1::GenerateResponse>* Generate(
+      grpc::CallbackServerContext* context, const v1::GenerateRequest* request) override;
+  grpc::ServerUnaryReactor* Abort(grpc::CallbackServerContext* context,
+                                  const v1::AbortRequest* request,
+                                  v1::AbortResponse* response) override;
+  grpc::ServerUnaryReactor* Tokenize(grpc::CallbackServerContext* context,
+                                     const v1::TokenizeRequest* request,
+                                     v1::TokenizeResponse* response) override;
+  grpc::ServerUnaryReactor* Detokenize(grpc::CallbackServerContext* context,
+                                       const v1::DetokenizeRequest* request,
+                                       v1::DetokenizeResponse* response) override;
+  grpc::ServerUnaryReactor* GetModelInfo(grpc::CallbackServerContext* context,
+                                         const v1::GetModelInfoRequest* request,
+                                         v1::GetModelInfoResponse* response) override;
+  grpc::ServerUnaryReactor* GetServerInfo(grpc::CallbackServerContext* context,
+                                          const v1::GetServerInfoRequest* request,
+                                          v1::GetServerInfoResponse* response) override;
+
+ private:
+  RequestObserver* const observer_;
+  const absl::Time started_;
+  RequestObserver default_observer_;
+
+  mutable absl::Mutex mu_;
+  std::shared_ptr<ServingEngine> engine_ ABSL_GUARDED_BY(mu_);
+  bool draining_ ABSL_GUARDED_BY(mu_) = false;
+  int num_calls_ ABSL_GUARDED_BY(mu_) = 0;  // open Generate calls
+};
+
+}  // namespace mlaserve
+
+#endif  // MLASERVE_SERVER_INFERENCE_SERVICE_H_

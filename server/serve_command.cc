@@ -1,0 +1,160 @@
+#include "server/serve_command.h"
+
+#include <pthread.h>
+#include <signal.h>
+
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <thread>
+#include <utility>
+
+#include "absl/flags/flag.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/notification.h"
+#include "engine/engine.h"
+#include "engine/model_loader.h"
+#include "engine/model_runner.h"
+#include "engine/status_macros.h"
+#include "engine/tokenizer.h"
+#include "server/engine_flags.h"
+#include "server/inference_server.h"
+#include "server/log.h"
+#include "server/serving_engine.h"
+#include "server/version.h"
+
+ABSL_FLAG(std::string, host, "0.0.0.0", "gRPC bind address (0.0.0.0 also serves IPv6)");
+ABSL_FLAG(int, port, 50051, "gRPC port (Inference, grpc.health.v1, reflection)");
+ABSL_FLAG(int, max_queue, 1024, "requests that may wait for admission; more: RESOURCE_EXHAUSTED");
+ABSL_FLAG(double, drain_timeout_s, 30,
+          "on SIGTERM/SIGINT, seconds running requests get to finish before they are aborted");
+ABSL_FLAG(double, stall_timeout_s, 60,
+          "health turns NOT_SERVING when an engine with work finishes no step for this long "
+          "(0 = never)");
+ABSL_FLAG(int, max_message_bytes, 16 << 20, "largest request message accepted");
+ABSL_FLAG(int, max_concurrent_streams, 1024, "concurrent calls per client connection");
+ABSL_FLAG(double, keepalive_time_s, 7200, "ping idle client connections this often");
+ABSL_FLAG(double, keepalive_timeout_s, 20, "drop a connection whose ping gets no answer");
+ABSL_FLAG(double, keepalive_min_client_interval_s, 10, "most frequent client pings allowed");
+ABSL_FLAG(std::string, log_format, "text", "text | json (one line per event on stderr)");
+ABSL_FLAG(std::string, tls_cert, "", "PEM server certificate chain; with --tls_key turns on TLS");
+ABSL_FLAG(std::string, tls_key, "", "PEM private key of --tls_cert");
+ABSL_FLAG(std::string, tls_client_ca, "",
+          "PEM CA bundle; when set, clients must present a certificate it signed (mTLS)");
+ABSL_FLAG(bool, enable_prefix_caching, true, "reuse KV blocks of shared prompt prefixes");
+ABSL_FLAG(bool, deterministic, true,
+          "greedy and seeded results do not depend on what else is batched");
+
+namespace mlaserve {
+namespace {
+
+absl::Duration Seconds(const absl::Flag<double>& flag) {
+  return absl::Seconds(absl::GetFlag(flag));
+}
+
+absl::StatusOr<InferenceServerOptions> ServerOptionsFromFlags() {
+  InferenceServerOptions o;
+  o.host = absl::GetFlag(FLAGS_host);
+  o.port = absl::GetFlag(FLAGS_port);
+  o.max_receive_message_bytes = absl::GetFlag(FLAGS_max_message_bytes);
+  o.max_concurrent_streams = absl::GetFlag(FLAGS_max_concurrent_streams);
+  o.keepalive_time = Seconds(FLAGS_keepalive_time_s);
+  o.keepalive_timeout = Seconds(FLAGS_keepalive_timeout_s);
+  o.min_client_ping_interval = Seconds(FLAGS_keepalive_min_client_interval_s);
+  o.tls_cert_file = absl::GetFlag(FLAGS_tls_cert);
+  o.tls_key_file = absl::GetFlag(FLAGS_tls_key);
+  o.tls_client_ca_file = absl::GetFlag(FLAGS_tls_client_ca);
+  o.stall_timeout = Seconds(FLAGS_stall_timeout_s);
+  if (absl::GetFlag(FLAGS_drain_timeout_s) < 0) {
+    return absl::InvalidArgumentError("--drain_timeout_s: must not be negative");
+  }
+  if (absl::GetFlag(FLAGS_max_queue) <= 0) {
+    return absl::InvalidArgumentError("--max_queue: must be positive");
+  }
+  return o;
+}
+
+absl::StatusOr<std::unique_ptr<ServingEngine>> LoadEngine() {
+  const std::string dir = ModelDirFromFlags();
+  ASSIGN_OR_RETURN(std::unique_ptr<Backend> backend, BackendFromFlags());
+  ASSIGN_OR_RETURN(ModelOptions model_options, ModelOptionsFromFlags());
+  ASSIGN_OR_RETURN(auto model, LoadDeepseekModel(dir, backend.get(), model_options));
+  const int64_t max_model_len = model->options().max_model_len;
+  ASSIGN_OR_RETURN(auto runner, ModelRunner::Create(std::move(model), backend.get()));
+  std::shared_ptr<const Tokenizer> tokenizer;
+  if (std::filesystem::exists(std::filesystem::path(dir) / "tokenizer.json")) {
+    ASSIGN_OR_RETURN(tokenizer, Tokenizer::Load(dir));
+  } else {
+    LogEvent("no_tokenizer", {{"model", dir}, {"effect", std::string("token_ids prompts only")}});
+  }
+  EngineOptions options;
+  options.scheduler.max_num_seqs = absl::GetFlag(FLAGS_max_num_seqs);
+  options.scheduler.max_num_batched_tokens = absl::GetFlag(FLAGS_max_num_batched_tokens);
+  options.scheduler.max_model_len = static_cast<int32_t>(max_model_len);
+  options.scheduler.max_num_waiting_seqs = absl::GetFlag(FLAGS_max_queue);
+  options.scheduler.kv_cache.enable_prefix_caching = absl::GetFlag(FLAGS_enable_prefix_caching);
+  options.deterministic = absl::GetFlag(FLAGS_deterministic);
+  const std::string backend_name(backend->name());
+  ASSIGN_OR_RETURN(std::unique_ptr<Engine> engine,
+                   Engine::Create(std::move(runner), std::move(backend), tokenizer,
+                                  std::move(options)));
+  const std::string model_name = std::filesystem::path(dir).lexically_normal().filename();
+  return MakeServingEngine(std::move(engine), std::move(tokenizer), backend_name,
+                           model_name.empty() ? dir : model_name);
+}
+
+// Blocks SIGTERM and SIGINT in this thread and every thread started later, and turns their
+// first delivery into `shutdown`.
+void WaitForSignalsInBackground(std::shared_ptr<absl::Notification> shutdown) {
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  std::thread([signals, shutdown = std::move(shutdown)] {
+    int signal = 0;
+    sigwait(&signals, &signal);
+    LogEvent("signal", {{"signal", std::string(strsignal(signal))}});
+    shutdown->Notify();
+  }).detach();
+}
+
+absl::Status Run() {
+  ASSIGN_OR_RETURN(LogFormat format, ParseLogFormat(absl::GetFlag(FLAGS_log_format)));
+  SetLogFormat(format);
+  ASSIGN_OR_RETURN(InferenceServerOptions server_options, ServerOptionsFromFlags());
+  auto shutdown = std::make_shared<absl::Notification>();
+  WaitForSignalsInBackground(shutdown);
+
+  LogEvent("starting", {{"version", std::string(Version())}});
+  ASSIGN_OR_RETURN(std::unique_ptr<InferenceServer> server,
+                   InferenceServer::Start(server_options));
+  LogEvent("loading", {{"model", ModelDirFromFlags()}});
+  const absl::Time load_start = absl::Now();
+  ASSIGN_OR_RETURN(std::shared_ptr<ServingEngine> engine, LoadEngine());
+  const EngineStats stats = engine->stats();
+  LogEvent("ready", {{"model", engine->model_name()},
+                     {"backend", engine->backend_name()},
+                     {"load_seconds", absl::ToDoubleSeconds(absl::Now() - load_start)},
+                     {"max_context_tokens", int64_t{engine->info().max_context_tokens}},
+                     {"kv_blocks", int64_t{stats.kv_blocks_total}},
+                     {"kv_block_size", int64_t{stats.kv_block_size}}});
+  server->SetEngine(std::move(engine));
+  shutdown->WaitForNotification();
+  server->DrainAndShutdown(Seconds(FLAGS_drain_timeout_s));
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+int RunServeCommand() {
+  const absl::Status status = Run();
+  if (status.ok()) return 0;
+  LogEvent("fatal", {{"code", std::string(absl::StatusCodeToString(status.code()))},
+                     {"message", std::string(status.message())}});
+  return 1;
+}
+
+}  // namespace mlaserve
