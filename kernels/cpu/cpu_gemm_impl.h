@@ -27,10 +27,13 @@ struct GemmImpl {
   // AVX-512) stays in L1 and is swept by every micro-tile of the block.
   static constexpr int64_t kKc = 256;
   static constexpr int64_t kMc = 256;
+  // Row pitch of the packed A block: one cache line more than kKc, so that the rows a
+  // micro-tile reads together fall in different L1 sets instead of four.
+  static constexpr int64_t kAStride = kKc + 16;
   // Up to this many rows, B is streamed once through dot products instead of packed: packing
   // costs more than it saves when each B element is used by only a few rows.
-  static constexpr int64_t kGemvMaxM = 8;
-  static_assert(kMc * kKc + kKc * kNr <= kGemmScratchFloats);
+  static constexpr int64_t kGemvMaxM = 16;
+  static_assert(kMc * kAStride + kKc * kNr <= kGemmScratchFloats);
 
   using MicroFn = void (*)(int64_t kc, const float* ap, const float* bp, float* const* c,
                            int64_t nr, bool acc);
@@ -53,21 +56,27 @@ struct GemmImpl {
     return g.c + (g.c_rows != nullptr ? g.c_rows[i] : i) * g.ldc;
   }
 
-  // ap[i * kKc + l] = A[i0 + i, pc + l]: plain row copies, so that the micro-kernel reaches
+  // ap[i * kAStride + l] = A[i0 + i, pc + l]: plain row copies, so that the micro-kernel reaches
   // every row of a tile at a constant offset from one pointer.
   static void PackA(const GemmArgs& g, int64_t i0, int64_t mc, int64_t pc, int64_t kc,
                     float* ap) {
     for (int64_t i = 0; i < mc; ++i) {
       const float* src = ARow(g, i0 + i) + pc;
-      float* dst = ap + i * kKc;
+      float* dst = ap + i * kAStride;
       for (int64_t l = 0; l < kc; ++l) dst[l] = src[l];
     }
   }
 
   // bp[l * kNr + j] = B[j, l] as f32 for j < nr, 0 for nr <= j < kNr; b points at B[0, 0] of
-  // the panel.
+  // the panel. The weights come from memory: the same columns of the next panel's next_nr rows
+  // are requested (into L2) as this panel is read, one panel ahead of their use.
   template <class TB>
-  static void PackB(const TB* b, int64_t ldb, int64_t nr, int64_t kc, float* bp) {
+  static void PackB(const TB* b, int64_t ldb, int64_t nr, int64_t next_nr, int64_t kc,
+                    float* bp) {
+    constexpr int64_t kLine = 64 / static_cast<int64_t>(sizeof(TB));
+    for (int64_t j = 0; j < next_nr; ++j) {
+      for (int64_t l = 0; l < kc; l += kLine) __builtin_prefetch(b + (kNr + j) * ldb + l, 0, 2);
+    }
     const int64_t full_rows = nr / kW * kW;
     auto scalar_columns = [&](int64_t l0, int64_t l1, int64_t j0) {
       for (int64_t l = l0; l < l1; ++l) {
@@ -87,6 +96,11 @@ struct GemmImpl {
   template <int MR>
   static void Micro(int64_t kc, const float* ap, const float* bp, float* const* c, int64_t nr,
                     bool acc) {
+    // The C tile is read and written once per depth block; fetching it now hides the miss
+    // behind the k loop.
+    for (int i = 0; i < MR; ++i) {
+      for (int v = 0; v < kNv; ++v) __builtin_prefetch(c[i] + v * kW, 1);
+    }
     F r[MR][kNv];
 #pragma GCC unroll 16
     for (int i = 0; i < MR; ++i) {
@@ -99,21 +113,27 @@ struct GemmImpl {
       for (int v = 0; v < kNv; ++v) b[v] = V::Load(bp + l * kNr + v * kW);
 #pragma GCC unroll 16
       for (int i = 0; i < MR; ++i) {
-        const F a = V::Set1(ap[i * kKc + l]);
+        const F a = V::Set1(ap[i * kAStride + l]);
 #pragma GCC unroll 4
         for (int v = 0; v < kNv; ++v) r[i][v] = V::Fma(a, b[v], r[i][v]);
       }
     }
+    if (nr == kNr) {
+#pragma GCC unroll 16
+      for (int i = 0; i < MR; ++i) {
+#pragma GCC unroll 4
+        for (int v = 0; v < kNv; ++v) {
+          float* dst = c[i] + v * kW;
+          V::Store(dst, acc ? V::Add(r[i][v], V::Load(dst)) : r[i][v]);
+        }
+      }
+      return;
+    }
     for (int i = 0; i < MR; ++i) {
       for (int v = 0; v < kNv; ++v) {
         const int64_t cnt = nr - v * kW;
-        if (cnt <= 0) break;
         float* dst = c[i] + v * kW;
-        if (cnt >= kW) {
-          V::Store(dst, acc ? V::Add(r[i][v], V::Load(dst)) : r[i][v]);
-        } else {
-          V::StoreN(dst, acc ? V::Add(r[i][v], V::LoadN(dst, cnt)) : r[i][v], cnt);
-        }
+        V::StoreN(dst, acc ? V::Add(r[i][v], V::LoadN(dst, cnt)) : r[i][v], cnt);
       }
     }
   }
@@ -127,7 +147,7 @@ struct GemmImpl {
   template <class TB>
   static void Packed(const GemmArgs& g, float* scratch) {
     float* ap = scratch;
-    float* bp = scratch + kMc * kKc;
+    float* bp = scratch + kMc * kAStride;
     const TB* b = static_cast<const TB*>(g.b);
     for (int64_t ic = 0; ic < g.m; ic += kMc) {
       const int64_t mc = Lo(kMc, g.m - ic);
@@ -139,13 +159,13 @@ struct GemmImpl {
         PackA(g, ic, mc, pc, kc, ap);
         for (int64_t jr = g.n_begin; jr < g.n_end; jr += kNr) {
           const int64_t nr = Lo(kNr, g.n_end - jr);
-          PackB(b + jr * g.ldb + pc, g.ldb, nr, kc, bp);
+          PackB(b + jr * g.ldb + pc, g.ldb, nr, Lo(kNr, g.n_end - jr - nr), kc, bp);
           int64_t ir = 0;
           for (int64_t t = 0; t < tiles; ++t) {
             const int64_t mr = mc / tiles + (t < mc % tiles ? 1 : 0);
             float* c[kMr];
             for (int64_t i = 0; i < mr; ++i) c[i] = CRow(g, ic + ir + i) + jr;
-            MicroFor(mr, std::make_index_sequence<kMr>())(kc, ap + ir * kKc, bp, c, nr, acc);
+            MicroFor(mr, std::make_index_sequence<kMr>())(kc, ap + ir * kAStride, bp, c, nr, acc);
             ir += mr;
           }
         }
@@ -158,21 +178,28 @@ struct GemmImpl {
   static void GemvTile(const float* const* a, const TB* b, int64_t ldb, int64_t k,
                        float* const* c, int64_t j, bool acc) {
     F s[M][R];
-#pragma GCC unroll 8
+#pragma GCC unroll 16
     for (int i = 0; i < M; ++i) {
-#pragma GCC unroll 8
+#pragma GCC unroll 16
       for (int r = 0; r < R; ++r) s[i][r] = V::Zero();
     }
     const TB* rows[R];
     for (int r = 0; r < R; ++r) rows[r] = b + (j + r) * ldb;
+    // Demand loads alone keep too few lines in flight to cover memory latency when the
+    // arithmetic per line is high (several rows of A), so the same columns of the next R
+    // weight rows are requested one tile ahead, into L2.
+    const int64_t ahead = R * ldb;
     auto step = [&](int64_t l, auto load_b, auto load_a) {
       F bv[R];
-#pragma GCC unroll 8
-      for (int r = 0; r < R; ++r) bv[r] = load_b(rows[r] + l);
-#pragma GCC unroll 8
+#pragma GCC unroll 16
+      for (int r = 0; r < R; ++r) {
+        __builtin_prefetch(rows[r] + ahead + l, 0, 2);
+        bv[r] = load_b(rows[r] + l);
+      }
+#pragma GCC unroll 16
       for (int i = 0; i < M; ++i) {
         const F av = load_a(a[i] + l);
-#pragma GCC unroll 8
+#pragma GCC unroll 16
         for (int r = 0; r < R; ++r) s[i][r] = V::Fma(av, bv[r], s[i][r]);
       }
     };
@@ -194,33 +221,47 @@ struct GemmImpl {
   }
 
   template <class TB, int M>
-  static void Gemv(const GemmArgs& g) {
+  static void Gemv(const GemmArgs& g, float* scratch) {
     constexpr int kRows = V::kGemvAcc / M < 1 ? 1 : (V::kGemvAcc / M > 4 ? 4 : V::kGemvAcc / M);
+    // Depth per pass: the M rows of A (32 KiB) stay in L1 while every weight row of the
+    // thread streams past them once per pass; A read from L2 instead would limit the stream.
+    // They are copied at a pitch of kDepth plus one cache line: rows of A (and B) a multiple
+    // of 4 KiB apart would all compete for the same L1 sets.
+    constexpr int64_t kDepth = (32 * 1024 / (4 * M)) / 64 * 64;
+    constexpr int64_t kPitch = kDepth + 16;
+    static_assert(M * kPitch <= kGemmScratchFloats);
     const float* a[M];
     float* c[M];
-    for (int i = 0; i < M; ++i) {
-      a[i] = ARow(g, i);
-      c[i] = CRow(g, i);
-    }
     const TB* b = static_cast<const TB*>(g.b);
-    int64_t j = g.n_begin;
-    for (; j + kRows <= g.n_end; j += kRows) {
-      GemvTile<TB, M, kRows>(a, b, g.ldb, g.k, c, j, g.accumulate);
+    for (int64_t k0 = 0; k0 < g.k; k0 += kDepth) {
+      const int64_t kb = Lo(kDepth, g.k - k0);
+      const bool acc = g.accumulate || k0 > 0;
+      for (int i = 0; i < M; ++i) {
+        const float* src = ARow(g, i) + k0;
+        float* dst = scratch + i * kPitch;
+        for (int64_t l = 0; l < kb; ++l) dst[l] = src[l];
+        a[i] = dst;
+        c[i] = CRow(g, i);
+      }
+      int64_t j = g.n_begin;
+      for (; j + kRows <= g.n_end; j += kRows) {
+        GemvTile<TB, M, kRows>(a, b + k0, g.ldb, kb, c, j, acc);
+      }
+      for (; j < g.n_end; ++j) GemvTile<TB, M, 1>(a, b + k0, g.ldb, kb, c, j, acc);
     }
-    for (; j < g.n_end; ++j) GemvTile<TB, M, 1>(a, b, g.ldb, g.k, c, j, g.accumulate);
   }
 
   template <class TB, size_t... I>
-  static void GemvFor(const GemmArgs& g, std::index_sequence<I...>) {
-    using Fn = void (*)(const GemmArgs&);
+  static void GemvFor(const GemmArgs& g, float* scratch, std::index_sequence<I...>) {
+    using Fn = void (*)(const GemmArgs&, float*);
     static constexpr Fn kTable[] = {&Gemv<TB, static_cast<int>(I) + 1>...};
-    kTable[g.m - 1](g);
+    kTable[g.m - 1](g, scratch);
   }
 
   template <class TB>
   static void Typed(const GemmArgs& g, float* scratch) {
     if (g.m <= kGemvMaxM) {
-      GemvFor<TB>(g, std::make_index_sequence<kGemvMaxM>());
+      GemvFor<TB>(g, scratch, std::make_index_sequence<kGemvMaxM>());
     } else {
       Packed<TB>(g, scratch);
     }

@@ -9,8 +9,6 @@
 namespace mlaserve {
 namespace {
 
-int32_t I32(const TensorView& v, int64_t i) { return v.ptr<const int32_t>()[i * v.stride(0)]; }
-
 // Index of the largest value[i] with allowed[i] != 0, ties to the lower index; -1 if none.
 int ArgMaxAllowed(const float* value, const float* allowed, int n) {
   int best = -1;
