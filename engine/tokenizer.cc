@@ -23,7 +23,8 @@ absl::StatusOr<std::string> ReadFile(const std::filesystem::path& path) {
   if (!in) return absl::NotFoundError(absl::StrCat("cannot open ", path.string()));
   std::ostringstream contents;
   contents << in.rdbuf();
-  if (!in.good() && !in.eof()) return absl::DataLossError(absl::StrCat("cannot read ", path.string()));
+  if (!in.good() && !in.eof())
+    return absl::DataLossError(absl::StrCat("cannot read ", path.string()));
   return std::move(contents).str();
 }
 
@@ -37,14 +38,14 @@ absl::Status ParseAddedTokens(const nlohmann::json& json, Pipeline* p) {
         entry["id"].get<int64_t>() < 0 || entry["id"].get<int64_t>() > INT32_MAX) {
       return absl::InvalidArgumentError(absl::StrCat(where, ".id must be a valid id"));
     }
-    if (auto s = tokenizer_internal::JsonString(entry, "content", where, &token.content);
-        !s.ok()) {
+    if (auto s = tokenizer_internal::JsonString(entry, "content", where, &token.content); !s.ok()) {
       return s;
     }
-    const std::pair<const char*, bool*> flags[] = {
-        {"special", &token.special},   {"lstrip", &token.lstrip},
-        {"rstrip", &token.rstrip},     {"normalized", &token.normalized},
-        {"single_word", &token.single_word}};
+    const std::pair<const char*, bool*> flags[] = {{"special", &token.special},
+                                                   {"lstrip", &token.lstrip},
+                                                   {"rstrip", &token.rstrip},
+                                                   {"normalized", &token.normalized},
+                                                   {"single_word", &token.single_word}};
     for (const auto& [key, out] : flags) {
       if (auto s = tokenizer_internal::JsonBool(entry, key, false, where, out); !s.ok()) return s;
     }
@@ -76,7 +77,8 @@ void BuildIdTables(Pipeline* p) {
 }
 
 std::optional<int32_t> TokenId(const Pipeline& p, std::string_view token) {
-  if (const auto it = p.added_token_ids.find(tokenizer_internal::AbslView(token)); it != p.added_token_ids.end()) {
+  if (const auto it = p.added_token_ids.find(tokenizer_internal::AbslView(token));
+      it != p.added_token_ids.end()) {
     return it->second;
   }
   const auto& vocab = p.model->vocab();

@@ -69,8 +69,7 @@ const AddedTokenMatcher::Pattern* AddedTokenMatcher::LongestAt(std::string_view 
   const Pattern* longest = nullptr;
   int32_t node = 0;
   for (size_t i = pos; i < text.size(); ++i) {
-    const auto it =
-        trie_.find(static_cast<uint64_t>(node) << 8 | static_cast<uint8_t>(text[i]));
+    const auto it = trie_.find(static_cast<uint64_t>(node) << 8 | static_cast<uint8_t>(text[i]));
     if (it == trie_.end()) break;
     node = it->second;
     if (terminal_[node] >= 0) longest = &patterns_[terminal_[node]];
@@ -96,10 +95,10 @@ void AddedTokenMatcher::Split(std::string_view text, std::vector<Segment>* out) 
     pos = stop;
     const AddedToken& token = *match->token;
     if (token.single_word) {
-      const bool word_before = start > 0 && IsRustWordCharacter(LastCodePoint(text.substr(0, start)));
+      const bool word_before =
+          start > 0 && IsRustWordCharacter(LastCodePoint(text.substr(0, start)));
       size_t next = stop;
-      const bool word_after =
-          stop < text.size() && IsRustWordCharacter(NextCodePoint(text, &next));
+      const bool word_after = stop < text.size() && IsRustWordCharacter(NextCodePoint(text, &next));
       if (word_before || word_after) continue;
     }
     if (token.lstrip) start = std::max(TrailingSpaceStart(text.substr(0, start)), emitted);

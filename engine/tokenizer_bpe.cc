@@ -106,10 +106,9 @@ absl::StatusOr<std::unique_ptr<BpeModel>> BpeModel::Parse(const nlohmann::json& 
     }
     const auto l = model->vocab_.find(left);
     const auto r = model->vocab_.find(right);
-    const auto merged = model->vocab_.find(
-        absl::StrCat(left, right.substr(std::min(prefix_length, right.size()))));
-    if (l == model->vocab_.end() || r == model->vocab_.end() ||
-        merged == model->vocab_.end()) {
+    const auto merged =
+        model->vocab_.find(absl::StrCat(left, right.substr(std::min(prefix_length, right.size()))));
+    if (l == model->vocab_.end() || r == model->vocab_.end() || merged == model->vocab_.end()) {
       return ModelError(absl::StrCat("merges[", rank, "] uses a token that is not in the vocab"));
     }
     // A repeated pair keeps its last rank, as the reference builds its map.

@@ -49,7 +49,8 @@ absl::Status JsonBool(const nlohmann::json& object, const char* key, bool fallba
   const auto it = object.find(key);
   if (it == object.end() || it->is_null()) return absl::OkStatus();
   if (!it->is_boolean()) {
-    return absl::InvalidArgumentError(absl::StrCat(AbslView(where), ".", key, " must be a boolean"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(AbslView(where), ".", key, " must be a boolean"));
   }
   *out = it->get<bool>();
   return absl::OkStatus();

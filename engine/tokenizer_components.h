@@ -162,7 +162,7 @@ absl::StatusOr<std::unique_ptr<PostProcessor>> ParsePostProcessor(const nlohmann
 // Per-stream state of a DecoderPipeline.
 struct DecoderState {
   struct Stage {
-    std::string pending;  // bytes, or text that may still change
+    std::string pending;   // bytes, or text that may still change
     bool started = false;  // a streaming Strip stage has decided the leading run
   };
   std::vector<Stage> stages;
@@ -192,8 +192,7 @@ class DecoderPipeline {
   void Finish(DecoderState* state, std::string* out) const;
 
  private:
-  void PushToken(size_t stage, std::string_view token, DecoderState* state,
-                 std::string* out) const;
+  void PushToken(size_t stage, std::string_view token, DecoderState* state, std::string* out) const;
   void PushText(size_t stage, std::string_view text, DecoderState* state, std::string* out) const;
   void FinishStage(size_t stage, DecoderState* state, std::string* out) const;
   // Emits the byte group a ByteFallback stage has collected.

@@ -238,9 +238,9 @@ void DecoderPipeline::PushText(size_t index, std::string_view text, DecoderState
       }
       // Keep the longest tail that could still grow into a match.
       size_t keep = std::min(st.pending.size() - last, stage.pattern.size() - 1);
-      while (keep > 0 && !std::string_view(stage.pattern)
-                              .starts_with(std::string_view(st.pending).substr(
-                                  st.pending.size() - keep))) {
+      while (keep > 0 &&
+             !std::string_view(stage.pattern)
+                  .starts_with(std::string_view(st.pending).substr(st.pending.size() - keep))) {
         --keep;
       }
       ready.append(st.pending, last, st.pending.size() - last - keep);

@@ -41,7 +41,8 @@ class SequenceProcessor : public PostProcessor {
 };
 
 absl::Status TemplateError(std::string_view what) {
-  return absl::InvalidArgumentError(absl::StrCat("post_processor TemplateProcessing: ", AbslView(what)));
+  return absl::InvalidArgumentError(
+      absl::StrCat("post_processor TemplateProcessing: ", AbslView(what)));
 }
 
 absl::StatusOr<std::unique_ptr<PostProcessor>> ParseTemplate(const nlohmann::json& json) {
@@ -81,8 +82,7 @@ absl::StatusOr<std::unique_ptr<PostProcessor>> ParseClsSep(const nlohmann::json&
   const char* keys[2] = {"cls", "sep"};
   for (int i = 0; i < 2; ++i) {
     const auto it = json.find(keys[i]);
-    if (it == json.end() || !it->is_array() || it->size() != 2 ||
-        !(*it)[1].is_number_integer()) {
+    if (it == json.end() || !it->is_array() || it->size() != 2 || !(*it)[1].is_number_integer()) {
       return absl::InvalidArgumentError(
           absl::StrCat("post_processor ", AbslView(type), ": ", keys[i], " must be [token, id]"));
     }

@@ -96,7 +96,9 @@ void RegexSpans(const Regex& regex, std::string_view piece, std::vector<Span>* s
 class SplitStep : public PreTokenizer {
  public:
   SplitStep(std::unique_ptr<Regex> regex, std::string literal, Behavior behavior, bool invert)
-      : regex_(std::move(regex)), literal_(std::move(literal)), behavior_(behavior),
+      : regex_(std::move(regex)),
+        literal_(std::move(literal)),
+        behavior_(behavior),
         invert_(invert) {}
 
   void PreTokenize(Pieces* pieces) const override {
@@ -146,8 +148,7 @@ class DigitsStep : public PreTokenizer {
         }
       }
       if (last < piece.size()) spans.push_back({last, piece.size(), false});
-      ApplyBehavior(piece, spans, individual_ ? Behavior::kIsolated : Behavior::kContiguous,
-                    &out);
+      ApplyBehavior(piece, spans, individual_ ? Behavior::kIsolated : Behavior::kContiguous, &out);
     }
     pieces->views = std::move(out);
   }
@@ -165,7 +166,8 @@ class ByteLevelStep : public PreTokenizer {
     std::vector<std::string_view> out;
     std::vector<Span> spans;
     for (std::string_view piece : pieces->views) {
-      if (add_prefix_space_ && piece[0] != ' ') piece = pieces->Store(absl::StrCat(" ", AbslView(piece)));
+      if (add_prefix_space_ && piece[0] != ' ')
+        piece = pieces->Store(absl::StrCat(" ", AbslView(piece)));
       if (regex_ == nullptr) {
         out.push_back(piece);
         continue;
@@ -279,8 +281,7 @@ absl::StatusOr<PreTokenizerChain> ParsePreTokenizer(const nlohmann::json& json,
           std::make_unique<ByteLevelStep>(add_prefix_space, std::move(regex), !defer));
     } else if (type == "Digits") {
       bool individual;
-      if (auto s = JsonBool(step, "individual_digits", false, "pre_tokenizer Digits",
-                            &individual);
+      if (auto s = JsonBool(step, "individual_digits", false, "pre_tokenizer Digits", &individual);
           !s.ok()) {
         return s;
       }

@@ -27,13 +27,13 @@ namespace mlaserve::tokenizer_internal {
 // One element of a character class.
 struct CharSetItem {
   enum class Kind : uint8_t {
-    kRange,             // first..last
-    kCategories,        // general category in mask
-    kNotCategories,     // general category not in mask
-    kWhiteSpace,        // \s
-    kNotWhiteSpace,     // \S
-    kWord,              // \w
-    kNotWord,           // \W
+    kRange,          // first..last
+    kCategories,     // general category in mask
+    kNotCategories,  // general category not in mask
+    kWhiteSpace,     // \s
+    kNotWhiteSpace,  // \S
+    kWord,           // \w
+    kNotWord,        // \W
   };
   Kind kind;
   char32_t first = 0;

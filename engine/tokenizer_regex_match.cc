@@ -77,7 +77,7 @@ Regex::Regex(std::vector<Inst> program, std::vector<CharSet> sets, CharSet first
 
 struct Regex::Backtrack {
   enum class Kind : uint8_t { kSplit, kGreedy, kLazy };
-  int32_t pc;      // kSplit: where to resume; kGreedy, kLazy: the kRepeat instruction
+  int32_t pc;  // kSplit: where to resume; kGreedy, kLazy: the kRepeat instruction
   Kind kind;
   uint32_t pos;    // kSplit: position to resume at; repeats: where the repetition started
   uint32_t count;  // repeats: code points currently taken
@@ -153,15 +153,14 @@ int64_t Regex::Run(int32_t pc, size_t pos, const char32_t* text, size_t size,
       pc = top.pc + 1;
       pos = top.pos + top.count;
       ok = true;
-      const bool exhausted = top.kind == Backtrack::Kind::kGreedy ? top.count == repeat.min
-                                                                  : top.count == repeat.max;
+      const bool exhausted =
+          top.kind == Backtrack::Kind::kGreedy ? top.count == repeat.min : top.count == repeat.max;
       if (exhausted) stack->pop_back();
     }
   }
 }
 
-bool Regex::Find(const char32_t* text, size_t size, size_t from, size_t* begin,
-                 size_t* end) const {
+bool Regex::Find(const char32_t* text, size_t size, size_t from, size_t* begin, size_t* end) const {
   thread_local std::vector<Backtrack> stack;
   for (size_t start = from; start < size; ++start) {
     if (!first_.Contains(text[start])) continue;

@@ -72,8 +72,7 @@ const FoldTables& Folds() {
 Category GetCategory(char32_t c) {
   if (c < 0x10000) return static_cast<Category>(BmpCategories()[c]);
   if (c > kMaxCodePoint) return Category::kCn;
-  return static_cast<Category>(kCategoryRuns[FindRun(kCategoryRuns, kCategoryRunCount, 5, c)] &
-                               31);
+  return static_cast<Category>(kCategoryRuns[FindRun(kCategoryRuns, kCategoryRunCount, 5, c)] & 31);
 }
 
 bool IsWhiteSpace(char32_t c) {

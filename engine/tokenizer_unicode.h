@@ -23,20 +23,48 @@ inline absl::string_view AbslView(std::string_view s) { return {s.data(), s.size
 
 // Unicode general categories, in the order the generated tables use.
 enum class Category : uint8_t {
-  kLu, kLl, kLt, kLm, kLo, kMn, kMc, kMe, kNd, kNl, kNo, kPc, kPd, kPs, kPe,
-  kPi, kPf, kPo, kSm, kSc, kSk, kSo, kZs, kZl, kZp, kCc, kCf, kCs, kCo, kCn,
+  kLu,
+  kLl,
+  kLt,
+  kLm,
+  kLo,
+  kMn,
+  kMc,
+  kMe,
+  kNd,
+  kNl,
+  kNo,
+  kPc,
+  kPd,
+  kPs,
+  kPe,
+  kPi,
+  kPf,
+  kPo,
+  kSm,
+  kSc,
+  kSk,
+  kSo,
+  kZs,
+  kZl,
+  kZp,
+  kCc,
+  kCf,
+  kCs,
+  kCo,
+  kCn,
 };
 
 // A set of categories, one bit per Category value.
 using CategoryMask = uint32_t;
 constexpr CategoryMask CategoryBit(Category c) { return CategoryMask{1} << static_cast<int>(c); }
-constexpr CategoryMask kLetterMask = 0x1F;         // Lu Ll Lt Lm Lo
-constexpr CategoryMask kMarkMask = 0x7 << 5;       // Mn Mc Me
-constexpr CategoryMask kNumberMask = 0x7 << 8;     // Nd Nl No
+constexpr CategoryMask kLetterMask = 0x1F;             // Lu Ll Lt Lm Lo
+constexpr CategoryMask kMarkMask = 0x7 << 5;           // Mn Mc Me
+constexpr CategoryMask kNumberMask = 0x7 << 8;         // Nd Nl No
 constexpr CategoryMask kPunctuationMask = 0x7F << 11;  // Pc Pd Ps Pe Pi Pf Po
-constexpr CategoryMask kSymbolMask = 0xF << 18;    // Sm Sc Sk So
-constexpr CategoryMask kSeparatorMask = 0x7 << 22;  // Zs Zl Zp
-constexpr CategoryMask kOtherMask = 0x1F << 25;    // Cc Cf Cs Co Cn
+constexpr CategoryMask kSymbolMask = 0xF << 18;        // Sm Sc Sk So
+constexpr CategoryMask kSeparatorMask = 0x7 << 22;     // Zs Zl Zp
+constexpr CategoryMask kOtherMask = 0x1F << 25;        // Cc Cf Cs Co Cn
 
 constexpr char32_t kMaxCodePoint = 0x10FFFF;
 constexpr char32_t kReplacementCharacter = 0xFFFD;
@@ -110,7 +138,7 @@ struct CaseFoldRun {  // code points start, start + stride, ... (count of them) 
 struct Decomposition {  // canonical decomposition into one or two code points
   uint32_t code_point;
   uint32_t first;
-  uint32_t second;  // 0 for a singleton
+  uint32_t second;    // 0 for a singleton
   uint32_t composes;  // 1 when the pair is a primary composite (not composition-excluded)
 };
 

@@ -5,6 +5,7 @@
 
 namespace mlaserve::tokenizer_internal {
 
+// clang-format off
 const int kCategoryRunCount = 4007;
 const uint32_t kCategoryRuns[kCategoryRunCount] = {
     25,1046,1073,1171,1201,1293,1326,1361,1394,1425,1452,1489,
@@ -342,5 +343,6 @@ const uint32_t kCategoryRuns[kCategoryRunCount] = {
     5695325,5695492,5702621,5702660,5887069,5887492,6126653,6225924,6243293,6291460,6449533,6449668,
     6583837,29360186,29360221,29361178,29364253,29368325,29376029,31457308,33554397,33554460,35651549,
 };
+// clang-format on
 
 }  // namespace mlaserve::tokenizer_internal

@@ -5,6 +5,7 @@
 
 namespace mlaserve::tokenizer_internal {
 
+// clang-format off
 const int kWhiteSpaceRangeCount = 10;
 const CodePointRange kWhiteSpaceRanges[kWhiteSpaceRangeCount] = {
     {9,13},{32,32},{133,133},{160,160},{5760,5760},{8192,8202},{8232,8233},{8239,8239},
@@ -53,5 +54,6 @@ const CaseFoldRun kCaseFoldRuns[kCaseFoldRunCount] = {
     {66560,40,40,1},{66736,36,40,1},{66928,11,39,1},{66940,15,39,1},{66956,7,39,1},{66964,2,39,1},
     {68736,51,64,1},{71840,32,32,1},{93760,32,32,1},{125184,34,34,1},
 };
+// clang-format on
 
 }  // namespace mlaserve::tokenizer_internal

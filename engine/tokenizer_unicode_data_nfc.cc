@@ -5,6 +5,7 @@
 
 namespace mlaserve::tokenizer_internal {
 
+// clang-format off
 const int kCccRunCount = 581;
 const uint32_t kCccRuns[kCccRunCount] = {
     0,196838,202216,202460,203496,203736,203996,205258,205788,206794,207324,209921,
@@ -356,5 +357,6 @@ const Decomposition kDecompositions[kDecompositionCount] = {
     {195092,172689,0,0},{195093,40635,0,0},{195094,19798,0,0},{195095,40697,0,0},{195096,40702,0,0},{195097,40709,0,0},{195098,40719,0,0},
     {195099,40726,0,0},{195100,40763,0,0},{195101,173568,0,0},
 };
+// clang-format on
 
 }  // namespace mlaserve::tokenizer_internal

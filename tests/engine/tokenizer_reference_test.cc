@@ -54,9 +54,8 @@ std::vector<int32_t> RandomIds(uint32_t line, int64_t vocab_size) {
 class TokenizerReferenceTest : public testing::TestWithParam<std::string> {};
 
 TEST_P(TokenizerReferenceTest, AgreesWithHuggingFaceOnEveryCorpusLine) {
-  const std::filesystem::path source(std::getenv("MLASERVE_SOURCE_DIR") != nullptr
-                                         ? std::getenv("MLASERVE_SOURCE_DIR")
-                                         : ".");
+  const std::filesystem::path source(
+      std::getenv("MLASERVE_SOURCE_DIR") != nullptr ? std::getenv("MLASERVE_SOURCE_DIR") : ".");
   const auto cache = source / ".cache" / "tokenizer";
   const auto model = cache / "models" / GetParam() / "tokenizer.json";
   const auto corpus_path = cache / "corpus.jsonl";
@@ -102,8 +101,8 @@ TEST_P(TokenizerReferenceTest, AgreesWithHuggingFaceOnEveryCorpusLine) {
       ADD_FAILURE() << GetParam() << " line " << i << (encode_ok ? "" : " encode")
                     << (decode_ok ? "" : " decode") << " differs; input "
                     << nlohmann::json(lines[i]).dump() << "\n  ids: " << absl::StrJoin(ids, " ")
-                    << "\n  (expected values: node tools/tokenizer/reference.js " << model
-                    << " " << corpus_path << " - --show " << i << ")";
+                    << "\n  (expected values: node tools/tokenizer/reference.js " << model << " "
+                    << corpus_path << " - --show " << i << ")";
     }
   }
   for (const auto& sample : expected["samples"]) {

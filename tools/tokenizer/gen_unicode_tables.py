@@ -114,9 +114,11 @@ def write_file(name, version, body):
         "",
         "namespace mlaserve::tokenizer_internal {",
         "",
+        "// clang-format off",
     ]
+    footer = ["// clang-format on", "", "}  // namespace mlaserve::tokenizer_internal", ""]
     with open(path, "w", encoding="utf-8") as f:
-        f.write("\n".join(header + body + ["", "}  // namespace mlaserve::tokenizer_internal", ""]))
+        f.write("\n".join(header + body + footer))
 
 
 def main():

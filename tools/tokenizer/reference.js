@@ -3,6 +3,7 @@
 // the C++ tokenizer test compares against.
 //
 // Usage: node tools/tokenizer/reference.js TOKENIZER_JSON CORPUS_JSONL OUT_JSON [--show LINE]
+//        node tools/tokenizer/reference.js --decodes TOKENIZER_JSON COUNT OUT_JSON
 //   (needs tools/tokenizer/fetch.sh --with-library)
 //
 // Per corpus line four results are computed:
@@ -15,6 +16,9 @@
 //                partial UTF-8 sequences and special tokens
 // The output stores a 48-bit FNV-1a hash of the encode results and of the decode results for
 // every line, and the full results for every 100th line. --show prints one line's results.
+//
+// --decodes writes COUNT id sequences (randomIds of 0..COUNT-1, truncated to 1..16 ids) with
+// their decodes, skipping special tokens and not: a check of a decoder chain on its own.
 'use strict';
 
 const fs = require('fs');
@@ -52,7 +56,23 @@ function configToken(config, key, tokenizer) {
   return typeof content === 'string' ? tokenizer.tokenToId(content) : null;
 }
 
+async function writeDecodes(tokenizerPath, count, outPath) {
+  const tokenizer = Tokenizer.fromFile(tokenizerPath);
+  const vocabSize = Object.values(tokenizer.getVocab(true)).reduce((a, b) => Math.max(a, b)) + 1;
+  const cases = [];
+  for (let i = 0; i < count; ++i) {
+    const ids = randomIds(i, vocabSize).slice(0, 1 + (i % 16));
+    cases.push({ids, text: await tokenizer.decode(ids, false),
+                text_skip: await tokenizer.decode(ids, true)});
+  }
+  fs.writeFileSync(outPath, JSON.stringify(cases) + '\n');
+}
+
 async function main() {
+  if (process.argv[2] === '--decodes') {
+    const [tokenizerPath, count, outPath] = process.argv.slice(3);
+    return writeDecodes(tokenizerPath, Number(count), outPath);
+  }
   const [tokenizerPath, corpusPath, outPath] = process.argv.slice(2);
   const showIndex = process.argv.indexOf('--show');
   const show = showIndex > 0 ? Number(process.argv[showIndex + 1]) : -1;

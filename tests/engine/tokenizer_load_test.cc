@@ -1,0 +1,148 @@
+// Load() errors: each unsupported or malformed part of a tokenizer.json is refused with a
+// status that names it.
+
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <string>
+
+#include "engine/tokenizer.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
+
+namespace mlaserve {
+namespace {
+
+using ::testing::HasSubstr;
+
+std::filesystem::path FixtureFile(const std::string& name) {
+  const char* data = std::getenv("MLASERVE_TEST_DATA");
+  return std::filesystem::path(data != nullptr ? data : "tests/data") / "tokenizer" / "fixtures" /
+         name / "tokenizer.json";
+}
+
+class TokenizerLoadTest : public testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = std::filesystem::temp_directory_path() /
+           ("tokenizer_load_test_" + std::to_string(::getpid()));
+    std::filesystem::create_directories(dir_);
+    std::ifstream in(FixtureFile("byte_level"));
+    base_ = nlohmann::json::parse(in);
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+
+  // Loads the byte_level fixture after `edit`; returns the status.
+  absl::Status LoadEdited(const std::function<void(nlohmann::json&)>& edit) {
+    nlohmann::json json = base_;
+    edit(json);
+    return Write(json.dump());
+  }
+  absl::Status Write(const std::string& text) {
+    std::ofstream(dir_ / "tokenizer.json") << text;
+    return Tokenizer::Load((dir_ / "tokenizer.json").string()).status();
+  }
+
+  std::filesystem::path dir_;
+  nlohmann::json base_;
+};
+
+TEST_F(TokenizerLoadTest, UnmodifiedFixtureLoads) {
+  EXPECT_TRUE(LoadEdited([](nlohmann::json&) {}).ok());
+}
+
+TEST_F(TokenizerLoadTest, MissingFileIsNotFound) {
+  EXPECT_EQ(Tokenizer::Load((dir_ / "absent.json").string()).status().code(),
+            absl::StatusCode::kNotFound);
+  EXPECT_EQ(Tokenizer::Load(dir_.string()).status().code(), absl::StatusCode::kNotFound);
+}
+
+TEST_F(TokenizerLoadTest, MalformedJsonNamesTheFile) {
+  const absl::Status status = Write("{\"model\": ");
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(status.message(), HasSubstr("tokenizer.json"));
+}
+
+struct EditCase {
+  const char* name;
+  std::function<void(nlohmann::json&)> edit;
+  const char* message;
+};
+
+TEST_F(TokenizerLoadTest, RefusesUnsupportedComponentsByName) {
+  const EditCase cases[] = {
+      {"model type", [](auto& j) { j["model"]["type"] = "WordPiece"; }, "model type \"WordPiece\""},
+      {"dropout", [](auto& j) { j["model"]["dropout"] = 0.1; }, "dropout"},
+      {"vocab", [](auto& j) { j["model"]["vocab"] = nlohmann::json::array(); }, "vocab"},
+      {"merge token", [](auto& j) { j["model"]["merges"][0] = "zz qq"; }, "merges[0]"},
+      {"merge form", [](auto& j) { j["model"]["merges"][1] = "nospace"; }, "merges[1]"},
+      {"merge pair",
+       [](auto& j) {
+         j["model"]["merges"][0] = {1, 2};
+       },
+       "merges[0]"},
+      {"unk", [](auto& j) { j["model"]["unk_token"] = "<nope>"; }, "unk_token"},
+      {"normalizer",
+       [](auto& j) {
+         j["normalizer"] = {{"type", "NFKC"}};
+       },
+       "normalizer type \"NFKC\""},
+      {"pre-tokenizer",
+       [](auto& j) {
+         j["pre_tokenizer"] = {{"type", "Metaspace"}, {"replacement", "_"}};
+       },
+       "pre_tokenizer type \"Metaspace\""},
+      {"split regex",
+       [](auto& j) {
+         j["pre_tokenizer"] = {{"type", "Split"},
+                               {"pattern", {{"Regex", "(?<=a)b"}}},
+                               {"behavior", "Isolated"},
+                               {"invert", false}};
+       },
+       "pre_tokenizer Split pattern: regex"},
+      {"split behavior",
+       [](auto& j) {
+         j["pre_tokenizer"] = {
+             {"type", "Split"}, {"pattern", {{"String", "x"}}}, {"behavior", "Sideways"}};
+       },
+       "behavior \"Sideways\""},
+      {"post-processor",
+       [](auto& j) {
+         j["post_processor"] = {{"type", "Whatever"}};
+       },
+       "post_processor type \"Whatever\""},
+      {"template",
+       [](auto& j) { j["post_processor"]["special_tokens"] = nlohmann::json::object(); },
+       "TemplateProcessing: special_tokens has no ids"},
+      {"decoder",
+       [](auto& j) {
+         j["decoder"] = {{"type", "WordPiece"}};
+       },
+       "decoder type \"WordPiece\""},
+      {"decoder order",
+       [](auto& j) {
+         j["decoder"] = {{"type", "Sequence"},
+                         {"decoders", {{{"type", "ByteLevel"}}, {{"type", "ByteFallback"}}}}};
+       },
+       "after Fuse or ByteLevel"},
+      {"added token id", [](auto& j) { j["added_tokens"][0].erase("id"); }, "added_tokens[0].id"},
+      {"added token flag", [](auto& j) { j["added_tokens"][1]["lstrip"] = "yes"; },
+       "added_tokens[1].lstrip"},
+      {"truncation",
+       [](auto& j) {
+         j["truncation"] = {{"max_length", 8}};
+       },
+       "truncation"},
+  };
+  for (const EditCase& c : cases) {
+    const absl::Status status = LoadEdited(c.edit);
+    EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << c.name;
+    EXPECT_THAT(status.message(), HasSubstr(c.message)) << c.name;
+  }
+}
+
+}  // namespace
+}  // namespace mlaserve
