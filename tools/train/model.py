@@ -112,7 +112,8 @@ class DeepseekV2(nn.Module):
         cfg, W = self.cfg, self.weights()
         B, T = ids.shape
         cos, sin = ref.rope_cos_sin(cfg, torch.arange(T))
-        x = W["model.embed_tokens.weight"][ids]
+        # index_select: its backward (index_add_) sums repeated ids in a fixed order
+        x = W["model.embed_tokens.weight"].index_select(0, ids.reshape(-1)).view(B, T, -1)
         aux = x.new_zeros(())
         for i in range(cfg.num_hidden_layers):
             p = f"model.layers.{i}."

@@ -47,7 +47,7 @@ import train_bpe  # noqa: E402
 # softmax routing without renormalisation, 2 shared experts), scaled down.
 SHAPE = dict(
     model_type="deepseek_v2",
-    hidden_size=256,
+    hidden_size=192,
     num_hidden_layers=4,
     num_attention_heads=4,
     q_lora_rank=None,
@@ -55,8 +55,8 @@ SHAPE = dict(
     qk_nope_head_dim=32,
     qk_rope_head_dim=16,
     v_head_dim=32,
-    intermediate_size=768,
-    moe_intermediate_size=256,
+    intermediate_size=512,
+    moe_intermediate_size=192,
     n_routed_experts=8,
     n_shared_experts=1,
     num_experts_per_tok=2,
@@ -82,7 +82,7 @@ def parse_args():
     ap.add_argument("--out", default="models/mlaserve-tiny-moe")
     ap.add_argument("--run-dir", default="tools/train/runs/default")
     ap.add_argument("--vocab-size", type=int, default=4096)
-    ap.add_argument("--steps", type=int, default=320)
+    ap.add_argument("--steps", type=int, default=480)
     ap.add_argument("--batch-size", type=int, default=4)
     ap.add_argument("--seq-len", type=int, default=512)
     ap.add_argument("--lr", type=float, default=3e-3)
@@ -225,6 +225,9 @@ def main():
     elif os.path.exists(log_path):
         os.remove(log_path)
 
+    with open(os.path.join(a.run_dir, "args.json"), "w") as f:
+        json.dump(vars(a), f, indent=2)
+        f.write("\n")
     t0 = time.time() - elapsed_before
     log = open(log_path, "a")
     if step == 0:
