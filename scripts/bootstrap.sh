@@ -8,7 +8,7 @@ packages=(
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libabsl-dev prometheus-cpp-dev nlohmann-json3-dev
   libgtest-dev libgmock-dev libbenchmark-dev
-  python3 python3-numpy python3-torch python3-grpcio
+  python3 python3-numpy python3-torch python3-grpcio python3-protobuf
 )
 
 missing=()

@@ -74,10 +74,10 @@ class GenerateReactor final : public grpc::ServerWriteReactor<v1::GenerateRespon
   // How the call ends once everything before it is written.
   std::optional<absl::Status> final_status_ ABSL_GUARDED_BY(mu_);
   bool write_in_flight_ ABSL_GUARDED_BY(mu_) = false;
-  bool finished_ ABSL_GUARDED_BY(mu_) = false;         // Finish was called
-  bool stream_ended_ ABSL_GUARDED_BY(mu_) = false;     // the terminal update was taken
-  bool client_gone_ ABSL_GUARDED_BY(mu_) = false;      // cancelled or a write failed
-  bool sent_first_ ABSL_GUARDED_BY(mu_) = false;       // request_id goes on the first message
+  bool finished_ ABSL_GUARDED_BY(mu_) = false;      // Finish was called
+  bool stream_ended_ ABSL_GUARDED_BY(mu_) = false;  // the terminal update was taken
+  bool client_gone_ ABSL_GUARDED_BY(mu_) = false;   // cancelled or a write failed
+  bool sent_first_ ABSL_GUARDED_BY(mu_) = false;    // request_id goes on the first message
   absl::Time last_sent_ ABSL_GUARDED_BY(mu_);
 };
 

@@ -21,8 +21,7 @@ bool StallDetector::Stalled(const EngineStats& stats, absl::Time now) {
 
 HealthMonitor::HealthMonitor(HealthService* health, InferenceService* inference,
                              absl::Duration stall_timeout, absl::Duration poll_interval)
-    : health_(health), inference_(inference), poll_interval_(poll_interval),
-      stall_(stall_timeout) {
+    : health_(health), inference_(inference), poll_interval_(poll_interval), stall_(stall_timeout) {
   thread_ = std::thread([this] {
     do {
       Poll();

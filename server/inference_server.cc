@@ -75,8 +75,9 @@ absl::Status ValidateOptions(const InferenceServerOptions& o) {
     return absl::InvalidArgumentError("--max_concurrent_streams: must be positive");
   }
   if (o.keepalive_time <= absl::ZeroDuration() || o.keepalive_timeout <= absl::ZeroDuration()) {
-    return absl::InvalidArgumentError("--keepalive_time_s and --keepalive_timeout_s: must be "
-                                      "positive");
+    return absl::InvalidArgumentError(
+        "--keepalive_time_s and --keepalive_timeout_s: must be "
+        "positive");
   }
   if (o.min_client_ping_interval < absl::ZeroDuration()) {
     return absl::InvalidArgumentError("--keepalive_min_client_interval_s: must not be negative");
@@ -136,9 +137,8 @@ absl::StatusOr<std::unique_ptr<InferenceServer>> InferenceServer::Start(
                          {"port", int64_t{server->port_}},
                          {"tls", !options.tls_cert_file.empty()},
                          {"mtls", !options.tls_client_ca_file.empty()}});
-  server->monitor_ = std::make_unique<HealthMonitor>(&server->health_, &server->inference_,
-                                                     options.stall_timeout,
-                                                     options.health_poll_interval);
+  server->monitor_ = std::make_unique<HealthMonitor>(
+      &server->health_, &server->inference_, options.stall_timeout, options.health_poll_interval);
   return server;
 }
 

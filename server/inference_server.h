@@ -25,8 +25,8 @@ struct InferenceServerOptions {
   std::string host = "0.0.0.0";
   int port = 50051;  // 0: any free port (see InferenceServer::port)
   int max_receive_message_bytes = 16 << 20;
-  int max_concurrent_streams = 1024;  // per HTTP/2 connection
-  absl::Duration keepalive_time = absl::Hours(2);    // server pings idle connections this often
+  int max_concurrent_streams = 1024;                     // per HTTP/2 connection
+  absl::Duration keepalive_time = absl::Hours(2);        // server pings idle connections this often
   absl::Duration keepalive_timeout = absl::Seconds(20);  // ... and drops them without an answer
   absl::Duration min_client_ping_interval = absl::Seconds(10);  // clients may ping this often
   // PEM files. A certificate and key turn on TLS; a client CA also requires and verifies

@@ -16,8 +16,8 @@ std::atomic<LogFormat> g_format{LogFormat::kText};
 // Text values are quoted only when a reader could otherwise split them.
 std::string TextValue(const std::string& s) {
   const bool plain = !s.empty() && s.find_first_of(" \"=\t\n") == std::string::npos;
-  return plain ? s : nlohmann::json(s).dump(-1, ' ', false,
-                                            nlohmann::json::error_handler_t::replace);
+  return plain ? s
+               : nlohmann::json(s).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
 }  // namespace

@@ -78,8 +78,7 @@ absl::Status ConvertSampling(const v1::SamplingParams& p, SamplingOptions* out) 
   absl::Status s = OptionalFloat(p.has_temperature(), p.temperature(), "temperature", "[0, inf)",
                                  non_negative, &out->temperature);
   if (s.ok()) {
-    s = OptionalFloat(p.has_top_p(), p.top_p(), "top_p", "(0, 1]", unit_open_closed,
-                      &out->top_p);
+    s = OptionalFloat(p.has_top_p(), p.top_p(), "top_p", "(0, 1]", unit_open_closed, &out->top_p);
   }
   if (s.ok()) {
     s = OptionalFloat(p.has_min_p(), p.min_p(), "min_p", "[0, 1]", unit_closed, &out->min_p);
@@ -89,8 +88,8 @@ absl::Status ConvertSampling(const v1::SamplingParams& p, SamplingOptions* out) 
                       "(0, inf)", positive, &out->repetition_penalty);
   }
   if (s.ok()) {
-    s = OptionalFloat(p.has_presence_penalty(), p.presence_penalty(), "presence_penalty",
-                      "[-2, 2]", penalty, &out->presence_penalty);
+    s = OptionalFloat(p.has_presence_penalty(), p.presence_penalty(), "presence_penalty", "[-2, 2]",
+                      penalty, &out->presence_penalty);
   }
   if (s.ok()) {
     s = OptionalFloat(p.has_frequency_penalty(), p.frequency_penalty(), "frequency_penalty",
@@ -114,21 +113,21 @@ absl::Status ConvertStopping(const v1::StoppingCriteria& p, const ModelLimits& l
         std::min<uint64_t>(p.max_tokens(), std::numeric_limits<int32_t>::max()));
   }
   if (num_prompt_tokens + int64_t{p.min_tokens()} > limits.max_context_tokens) {
-    return Invalid("min_tokens",
-                   absl::StrCat(p.min_tokens(), " plus the prompt's ", num_prompt_tokens,
-                                " tokens exceed the context limit of ",
-                                limits.max_context_tokens, " tokens"));
+    return Invalid(
+        "min_tokens",
+        absl::StrCat(p.min_tokens(), " plus the prompt's ", num_prompt_tokens,
+                     " tokens exceed the context limit of ", limits.max_context_tokens, " tokens"));
   }
   out->min_tokens = static_cast<int32_t>(p.min_tokens());
   for (int i = 0; i < p.stop_size(); ++i) {
     if (p.stop(i).empty()) {
-      return absl::InvalidArgumentError(absl::StrCat("stop[", i, "]: stop strings must not be empty"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("stop[", i, "]: stop strings must not be empty"));
     }
   }
   out->stop.assign(p.stop().begin(), p.stop().end());
-  if (absl::Status s =
-          CheckTokenIds(p.stop_token_ids(), limits.vocab_size, "stop_token_ids",
-                        &out->stop_token_ids);
+  if (absl::Status s = CheckTokenIds(p.stop_token_ids(), limits.vocab_size, "stop_token_ids",
+                                     &out->stop_token_ids);
       !s.ok()) {
     return s;
   }
@@ -144,8 +143,8 @@ absl::Status NoTokenizerError(const char* field) {
       field, ": the model directory has no tokenizer.json, so only token ids are served"));
 }
 
-absl::StatusOr<Request> ToEngineRequest(const v1::GenerateRequest& proto,
-                                        const ModelLimits& limits, const Tokenizer* tokenizer) {
+absl::StatusOr<Request> ToEngineRequest(const v1::GenerateRequest& proto, const ModelLimits& limits,
+                                        const Tokenizer* tokenizer) {
   Request request;
   request.id = proto.request_id();
   const char* prompt_field = "prompt";

@@ -30,8 +30,8 @@ struct ModelLimits {
 // Validates `proto` and builds the engine Request (id, prompt, sampling, stopping, priority,
 // logprobs). `tokenizer` encodes a text prompt with its special tokens; it may be null, and
 // then only token_ids prompts are accepted. Arrival time and deadline are left to the caller.
-absl::StatusOr<Request> ToEngineRequest(const v1::GenerateRequest& proto,
-                                        const ModelLimits& limits, const Tokenizer* tokenizer);
+absl::StatusOr<Request> ToEngineRequest(const v1::GenerateRequest& proto, const ModelLimits& limits,
+                                        const Tokenizer* tokenizer);
 
 // The ids of a Detokenize request, each checked to be below `vocab_size`.
 absl::StatusOr<std::vector<int32_t>> DetokenizeIds(const v1::DetokenizeRequest& proto,

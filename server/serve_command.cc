@@ -97,9 +97,9 @@ absl::StatusOr<std::unique_ptr<ServingEngine>> LoadEngine() {
   options.scheduler.kv_cache.enable_prefix_caching = absl::GetFlag(FLAGS_enable_prefix_caching);
   options.deterministic = absl::GetFlag(FLAGS_deterministic);
   const std::string backend_name(backend->name());
-  ASSIGN_OR_RETURN(std::unique_ptr<Engine> engine,
-                   Engine::Create(std::move(runner), std::move(backend), tokenizer,
-                                  std::move(options)));
+  ASSIGN_OR_RETURN(
+      std::unique_ptr<Engine> engine,
+      Engine::Create(std::move(runner), std::move(backend), tokenizer, std::move(options)));
   const std::string model_name = std::filesystem::path(dir).lexically_normal().filename();
   return MakeServingEngine(std::move(engine), std::move(tokenizer), backend_name,
                            model_name.empty() ? dir : model_name);
@@ -129,8 +129,7 @@ absl::Status Run() {
   WaitForSignalsInBackground(shutdown);
 
   LogEvent("starting", {{"version", std::string(Version())}});
-  ASSIGN_OR_RETURN(std::unique_ptr<InferenceServer> server,
-                   InferenceServer::Start(server_options));
+  ASSIGN_OR_RETURN(std::unique_ptr<InferenceServer> server, InferenceServer::Start(server_options));
   LogEvent("loading", {{"model", ModelDirFromFlags()}});
   const absl::Time load_start = absl::Now();
   ASSIGN_OR_RETURN(std::shared_ptr<ServingEngine> engine, LoadEngine());

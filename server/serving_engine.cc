@@ -37,8 +37,7 @@ class EngineServingEngine final : public ServingEngine {
 
 std::unique_ptr<ServingEngine> MakeServingEngine(std::unique_ptr<Engine> engine,
                                                  std::shared_ptr<const Tokenizer> tokenizer,
-                                                 std::string backend_name,
-                                                 std::string model_name) {
+                                                 std::string backend_name, std::string model_name) {
   return std::make_unique<EngineServingEngine>(std::move(engine), std::move(tokenizer),
                                                std::move(backend_name), std::move(model_name));
 }

@@ -48,8 +48,7 @@ class ServingEngine {
 // Serves `engine`. `tokenizer` is the one the engine was created with (or null).
 std::unique_ptr<ServingEngine> MakeServingEngine(std::unique_ptr<Engine> engine,
                                                  std::shared_ptr<const Tokenizer> tokenizer,
-                                                 std::string backend_name,
-                                                 std::string model_name);
+                                                 std::string backend_name, std::string model_name);
 
 }  // namespace mlaserve
 

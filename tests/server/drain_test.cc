@@ -27,15 +27,14 @@ TEST(DrainTest, FinishesShortStreamsAbortsLongOnesAndKeepsAnsweringInfo) {
   std::vector<std::unique_ptr<grpc::ClientReader<v1::GenerateResponse>>> readers;
   for (int i = 0; i < kLong; ++i) {
     readers.push_back(server->inference->Generate(
-        &contexts[i], GreedyRequest({static_cast<uint32_t>(i + 1), 2, 3}, 240)));
+        &contexts[i], GreedyRequest({static_cast<uint32_t>(i + 1), 2, 3}, kLongRequestTokens)));
     v1::GenerateResponse first;
     ASSERT_TRUE(readers.back()->Read(&first));
   }
 
   std::thread drain([&] { server->server->DrainAndShutdown(absl::Milliseconds(300)); });
-  ASSERT_TRUE(WaitFor([&] {
-    return HealthCheck(*server->health, "").status == HealthCheckResponse::NOT_SERVING;
-  }));
+  ASSERT_TRUE(WaitFor(
+      [&] { return HealthCheck(*server->health, "").status == HealthCheckResponse::NOT_SERVING; }));
   const GenerateResult refused = RunGenerate(*server->inference, GreedyRequest({1}, 2));
   EXPECT_EQ(refused.status.error_code(), grpc::StatusCode::UNAVAILABLE);
   EXPECT_THAT(refused.status.error_message(), HasSubstr("draining"));

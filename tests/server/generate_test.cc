@@ -34,10 +34,22 @@ class CountingObserver final : public RequestObserver {
     absl::MutexLock lock(&mu_);
     failures_.push_back(code);
   }
-  int admitted() const { absl::MutexLock l(&mu_); return admitted_; }
-  int tokens() const { absl::MutexLock l(&mu_); return tokens_; }
-  int completed() const { absl::MutexLock l(&mu_); return completed_; }
-  std::vector<absl::StatusCode> failures() const { absl::MutexLock l(&mu_); return failures_; }
+  int admitted() const {
+    absl::MutexLock l(&mu_);
+    return admitted_;
+  }
+  int tokens() const {
+    absl::MutexLock l(&mu_);
+    return tokens_;
+  }
+  int completed() const {
+    absl::MutexLock l(&mu_);
+    return completed_;
+  }
+  std::vector<absl::StatusCode> failures() const {
+    absl::MutexLock l(&mu_);
+    return failures_;
+  }
 
  private:
   mutable absl::Mutex mu_;

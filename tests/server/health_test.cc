@@ -20,8 +20,7 @@ bool Serving(TestServer& server) {
 
 bool NotServing(TestServer& server) {
   const HealthAnswer answer = HealthCheck(*server.health, "");
-  return answer.code == grpc::StatusCode::OK &&
-         answer.status == HealthCheckResponse::NOT_SERVING;
+  return answer.code == grpc::StatusCode::OK && answer.status == HealthCheckResponse::NOT_SERVING;
 }
 
 EngineStats Busy(uint64_t steps, absl::Time last_step) {

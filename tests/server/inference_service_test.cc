@@ -51,15 +51,15 @@ TEST_F(InferenceServiceTest, ModelAndServerInfoDescribeTheModel) {
   EXPECT_EQ(model.model_name(), "v2_lite_dense_first");
   EXPECT_EQ(model.architecture(), "DeepseekV2ForCausalLM");
   EXPECT_EQ(model.vocab_size(), 256u);
-  EXPECT_EQ(model.max_context_length(), 256u);
+  EXPECT_EQ(model.max_context_length(), 4096u);
   EXPECT_THAT(model.eos_token_ids(), ElementsAre(255));
   EXPECT_EQ(model.bos_token_id(), 254u);
   EXPECT_GT(model.num_layers(), 0u);
   const v1::GetServerInfoResponse info = ServerInfo();
   EXPECT_EQ(info.backend(), "cpu");
   EXPECT_FALSE(info.version().empty());
-  EXPECT_EQ(info.kv_blocks_total(), 64u);
-  EXPECT_EQ(info.kv_blocks_free(), 64u);
+  EXPECT_EQ(info.kv_blocks_total(), 4u * 256u);
+  EXPECT_EQ(info.kv_blocks_free(), info.kv_blocks_total());
   EXPECT_EQ(info.kv_block_size(), 16u);
   EXPECT_GT(info.weight_bytes(), 0u);
   EXPECT_FALSE(info.draining());
@@ -146,26 +146,27 @@ TEST_F(InferenceServiceTest, ThirtyTwoConcurrentStreamsAllCompleteAndFreeEveryth
 
 TEST_F(InferenceServiceTest, ClientCancelFreesTheKvBlocks) {
   grpc::ClientContext context;
-  auto reader = server_->inference->Generate(&context, GreedyRequest({1, 2, 3}, 240));
+  auto reader =
+      server_->inference->Generate(&context, GreedyRequest({1, 2, 3}, kLongRequestTokens));
   v1::GenerateResponse response;
   ASSERT_TRUE(reader->Read(&response));
-  EXPECT_LT(ServerInfo().kv_blocks_free(), 64u);
+  EXPECT_LT(ServerInfo().kv_blocks_free(), ServerInfo().kv_blocks_total());
   context.TryCancel();
   EXPECT_EQ(reader->Finish().error_code(), grpc::StatusCode::CANCELLED);
   EXPECT_TRUE(EventuallyIdleWithNoLeak());
 }
 
 TEST_F(InferenceServiceTest, ExpiredDeadlineIsDeadlineExceededAndFreesTheKvBlocks) {
-  const GenerateResult r = RunGenerate(*server_->inference, GreedyRequest({1, 2, 3}, 240),
-                                       absl::Milliseconds(100));
+  const GenerateResult r = RunGenerate(
+      *server_->inference, GreedyRequest({1, 2, 3}, kLongRequestTokens), absl::Milliseconds(100));
   EXPECT_EQ(r.status.error_code(), grpc::StatusCode::DEADLINE_EXCEEDED);
-  EXPECT_LT(r.token_ids.size(), 240u);
+  EXPECT_LT(r.token_ids.size(), kLongRequestTokens);
   EXPECT_TRUE(EventuallyIdleWithNoLeak());
 }
 
 TEST_F(InferenceServiceTest, AbortEndsTheStreamWithAbortAndCountsStreamedTokens) {
   grpc::ClientContext context;
-  v1::GenerateRequest request = GreedyRequest({4, 5}, 240);
+  v1::GenerateRequest request = GreedyRequest({4, 5}, kLongRequestTokens);
   request.set_request_id("long");
   auto reader = server_->inference->Generate(&context, request);
   v1::GenerateResponse response;
@@ -191,7 +192,7 @@ TEST_F(InferenceServiceTest, AbortEndsTheStreamWithAbortAndCountsStreamedTokens)
 
 TEST_F(InferenceServiceTest, LiveDuplicateIdIsAlreadyExists) {
   grpc::ClientContext context;
-  v1::GenerateRequest request = GreedyRequest({4, 5}, 240);
+  v1::GenerateRequest request = GreedyRequest({4, 5}, kLongRequestTokens);
   request.set_request_id("twice");
   auto reader = server_->inference->Generate(&context, request);
   v1::GenerateResponse response;
@@ -208,10 +209,12 @@ TEST_F(InferenceServiceTest, FullAdmissionQueueIsResourceExhausted) {
   server_.reset();
   StartWith({.max_num_seqs = 1, .max_num_waiting_seqs = 1});
   grpc::ClientContext running_context, waiting_context;
-  auto running = server_->inference->Generate(&running_context, GreedyRequest({1}, 240));
+  auto running =
+      server_->inference->Generate(&running_context, GreedyRequest({1}, kLongRequestTokens));
   v1::GenerateResponse response;
   ASSERT_TRUE(running->Read(&response));
-  auto waiting = server_->inference->Generate(&waiting_context, GreedyRequest({2}, 240));
+  auto waiting =
+      server_->inference->Generate(&waiting_context, GreedyRequest({2}, kLongRequestTokens));
   ASSERT_TRUE(WaitFor([&] { return ServerInfo().num_waiting() == 1; }));
   const GenerateResult refused = RunGenerate(*server_->inference, GreedyRequest({3}, 4));
   EXPECT_EQ(refused.status.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);

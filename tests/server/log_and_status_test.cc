@@ -20,9 +20,9 @@ TEST(LogTest, TextLineQuotesOnlyWhatNeedsIt) {
 }
 
 TEST(LogTest, JsonLineIsOneParsableObject) {
-  const std::string line = FormatLogLine(
-      LogFormat::kJson, "T", "health",
-      {{"status", std::string("NOT\nSERVING")}, {"seconds", 1.5}, {"ready", true}});
+  const std::string line =
+      FormatLogLine(LogFormat::kJson, "T", "health",
+                    {{"status", std::string("NOT\nSERVING")}, {"seconds", 1.5}, {"ready", true}});
   EXPECT_EQ(line.find('\n'), std::string::npos);
   const nlohmann::json parsed = nlohmann::json::parse(line);
   EXPECT_EQ(parsed["ts"], "T");

@@ -119,17 +119,14 @@ INSTANTIATE_TEST_SUITE_P(
         InvalidCase{"MaxTokensZero", [](auto& r) { r.mutable_stopping()->set_max_tokens(0); },
                     "max_tokens"},
         InvalidCase{"NegativeTemperature",
-                    [](auto& r) { r.mutable_sampling()->set_temperature(-0.1f); },
+                    [](auto& r) { r.mutable_sampling()->set_temperature(-0.1f); }, "temperature"},
+        InvalidCase{"NanTemperature", [](auto& r) { r.mutable_sampling()->set_temperature(kNan); },
                     "temperature"},
-        InvalidCase{"NanTemperature",
-                    [](auto& r) { r.mutable_sampling()->set_temperature(kNan); }, "temperature"},
-        InvalidCase{"TopPZero", [](auto& r) { r.mutable_sampling()->set_top_p(0.0f); },
-                    "top_p"},
+        InvalidCase{"TopPZero", [](auto& r) { r.mutable_sampling()->set_top_p(0.0f); }, "top_p"},
         InvalidCase{"TopPAboveOne", [](auto& r) { r.mutable_sampling()->set_top_p(1.01f); },
                     "top_p"},
         InvalidCase{"TopPInf", [](auto& r) { r.mutable_sampling()->set_top_p(kInf); }, "top_p"},
-        InvalidCase{"NegativeTopK", [](auto& r) { r.mutable_sampling()->set_top_k(-1); },
-                    "top_k"},
+        InvalidCase{"NegativeTopK", [](auto& r) { r.mutable_sampling()->set_top_k(-1); }, "top_k"},
         InvalidCase{"MinPAboveOne", [](auto& r) { r.mutable_sampling()->set_min_p(1.5f); },
                     "min_p"},
         InvalidCase{"NegativeMinP", [](auto& r) { r.mutable_sampling()->set_min_p(-0.5f); },
@@ -149,8 +146,7 @@ INSTANTIATE_TEST_SUITE_P(
         InvalidCase{"FrequencyNan",
                     [](auto& r) { r.mutable_sampling()->set_frequency_penalty(-kNan); },
                     "frequency_penalty"},
-        InvalidCase{"TopLogprobsOver20", [](auto& r) { r.set_top_logprobs(21); },
-                    "top_logprobs"},
+        InvalidCase{"TopLogprobsOver20", [](auto& r) { r.set_top_logprobs(21); }, "top_logprobs"},
         InvalidCase{"EmptyStopString",
                     [](auto& r) {
                       r.mutable_stopping()->add_stop("ok");
@@ -168,7 +164,7 @@ TEST(RequestConversionTest, BoundaryValuesAreAccepted) {
   proto.mutable_sampling()->set_min_p(1.0f);
   proto.mutable_sampling()->set_presence_penalty(2.0f);
   proto.set_top_logprobs(20);
-  proto.mutable_token_ids()->add_ids(255);        // the last id of the vocabulary
+  proto.mutable_token_ids()->add_ids(255);       // the last id of the vocabulary
   proto.mutable_stopping()->set_min_tokens(61);  // 3 + 61 == the context limit
   EXPECT_TRUE(ToEngineRequest(proto, kLimits, nullptr).ok());
 }

@@ -4,8 +4,8 @@
 #define MLASERVE_TESTS_SERVER_SERVER_TEST_UTIL_H_
 
 #include <functional>
-#include <optional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -72,12 +72,17 @@ class FakeEngine final : public ServingEngine {
 // A completion with `reason` for a stream that delivered `completion_tokens` tokens.
 Completion MakeCompletion(FinishReason reason, int32_t completion_tokens);
 
+// The tiny model decodes short outputs in milliseconds, but the attention cost grows with the
+// context: a request this long runs for seconds, long enough to be cancelled, aborted or
+// drained mid-stream.
+inline constexpr uint32_t kLongRequestTokens = 4000;
+
 struct RealEngineOptions {
   int32_t max_num_seqs = 8;
   int32_t max_num_waiting_seqs = 256;
-  int32_t max_model_len = 256;
-  int32_t num_kv_blocks = 1 + 64;  // of 16 tokens
-  bool with_tokenizer = true;      // tests/server/data/tiny_tokenizer
+  int32_t max_model_len = 4096;
+  int32_t num_kv_blocks = 1 + 4 * 256;  // of 16 tokens: four full-length sequences
+  bool with_tokenizer = true;           // tests/server/data/tiny_tokenizer
 };
 
 // The engine of `mlaserve serve` on tests/data/models/v2_lite_dense_first (vocab 256, eos 255,
