@@ -72,10 +72,11 @@ void CpuRmsNorm(const CpuContext& ctx, const RmsNormParams& p) {
   if (has_residual) CheckTensor(p.residual, "RmsNorm.residual", DType::kF32, {rows, dim});
   const CpuKernels& k = ctx.k();
   ForRows(ctx, rows, 4 * dim, [&](int64_t r) {
-    const float* x = At<const float>(p.x, r);
-    float* src = has_residual ? At<float>(p.residual, r) : const_cast<float*>(x);
+    const float* src = At<const float>(p.x, r);
     if (has_residual) {
-      for (int64_t i = 0; i < dim; ++i) src[i] += x[i];
+      float* sum = At<float>(p.residual, r);
+      for (int64_t i = 0; i < dim; ++i) sum[i] += src[i];
+      src = sum;
     }
     const float inv_rms =
         1.0f / std::sqrt(k.sum_squares(src, dim) / static_cast<float>(dim) + p.eps);

@@ -48,7 +48,7 @@ struct GemmNnArgs {
 };
 
 // Floats of scratch one Gemm call needs (packed A block and one packed B panel), for every ISA.
-inline constexpr int64_t kGemmScratchFloats = 256 * (256 + 16) + 256 * 32;
+inline constexpr int64_t kGemmScratchFloats = 512 * (512 + 16) + 512 * 32;
 
 struct CpuKernels {
   CpuIsa isa;

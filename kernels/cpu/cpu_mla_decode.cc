@@ -3,6 +3,7 @@
 // GEMM (heads x rows), and the value product another (heads x rank). With at least as many
 // sequences as threads each thread takes whole sequences; with fewer, every sequence's
 // positions are split over the team and the partial results merged by their log-sum-exp.
+// Either way a call synchronises the team once per parallel region and nowhere else.
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -144,11 +145,11 @@ void CpuMlaDecode(const CpuContext& ctx, const MlaDecodeParams& p) {
   for (int64_t s = 0; s < num_seqs; ++s) work += seq_len(s);
   const int threads = ctx.ThreadsFor(work * num_heads * (d.row_dim + rank));
 
-  ctx.Parallel(threads, [&](int t, int team) {
-    const Partial mine(ctx.OpScratch(t), d);
-    if (num_seqs >= team) {
-      // Whole (sequence, head group) items per thread, normalised in place.
-#pragma omp for schedule(dynamic, 1)
+  if (num_seqs >= threads) {
+    // Whole (sequence, head group) items per thread, normalised in place.
+    ctx.Parallel(threads, [&](int t, int) {
+      const Partial mine(ctx.OpScratch(t), d);
+#pragma omp for schedule(dynamic, 1) nowait
       for (int64_t item = 0; item < num_seqs * groups; ++item) {
         const int64_t s = item / groups, h0 = item % groups * d.head_group;
         const int64_t hg = num_heads - h0 < d.head_group ? num_heads - h0 : d.head_group;
@@ -159,37 +160,41 @@ void CpuMlaDecode(const CpuContext& ctx, const MlaDecodeParams& p) {
           for (int64_t c = 0; c < rank; ++c) out[c] = mine.acc[h * rank + c] * inv;
         }
       }
-      return;
-    }
-    for (int64_t s = 0; s < num_seqs; ++s) {
-      const Range pos = SplitRange(seq_len(s), team, t, d.block_size);
-      for (int64_t h0 = 0; h0 < num_heads; h0 += d.head_group) {
-        const int64_t hg = num_heads - h0 < d.head_group ? num_heads - h0 : d.head_group;
-        Attend(ctx, t, p, d, s, h0, hg, pos.begin, pos.end, mine);
-#pragma omp barrier
-        const Range heads = SplitRange(hg, team, t);
-        for (int64_t h = heads.begin; h < heads.end; ++h) {
-          float global_max = kNegInf;
-          for (int u = 0; u < team; ++u) {
-            const float m = Partial(ctx.OpScratch(u), d).row_max[h];
-            global_max = m > global_max ? m : global_max;
-          }
-          float* out = OutRow(p, s, h0 + h);
-          for (int64_t c = 0; c < rank; ++c) out[c] = 0.0f;
-          float total = 0.0f;
-          for (int u = 0; u < team; ++u) {
-            const Partial other(ctx.OpScratch(u), d);
-            if (other.row_max[h] == kNegInf) continue;  // an empty position range
-            const float w = std::exp(other.row_max[h] - global_max);
-            total += w * other.row_sum[h];
-            ctx.k().axpy(out, other.acc + h * rank, rank, w);
-          }
-          ctx.k().scale(out, rank, 1.0f / total);
+    });
+    return;
+  }
+  // Fewer sequences than threads: the positions of each (sequence, head group) are split over
+  // the team, and the calling thread merges the partial results after the region's one
+  // barrier.
+  for (int64_t s = 0; s < num_seqs; ++s) {
+    for (int64_t h0 = 0; h0 < num_heads; h0 += d.head_group) {
+      const int64_t hg = num_heads - h0 < d.head_group ? num_heads - h0 : d.head_group;
+      int team_size = 1;
+      ctx.Parallel(threads, [&](int t, int team) {
+        if (t == 0) team_size = team;
+        const Range pos = SplitRange(seq_len(s), team, t, d.block_size);
+        Attend(ctx, t, p, d, s, h0, hg, pos.begin, pos.end, Partial(ctx.OpScratch(t), d));
+      });
+      for (int64_t h = 0; h < hg; ++h) {
+        float global_max = kNegInf;
+        for (int u = 0; u < team_size; ++u) {
+          const float m = Partial(ctx.OpScratch(u), d).row_max[h];
+          global_max = m > global_max ? m : global_max;
         }
-#pragma omp barrier
+        float* out = OutRow(p, s, h0 + h);
+        for (int64_t c = 0; c < rank; ++c) out[c] = 0.0f;
+        float total = 0.0f;
+        for (int u = 0; u < team_size; ++u) {
+          const Partial part(ctx.OpScratch(u), d);
+          if (part.row_max[h] == kNegInf) continue;  // an empty position range
+          const float w = std::exp(part.row_max[h] - global_max);
+          total += w * part.row_sum[h];
+          ctx.k().axpy(out, part.acc + h * rank, rank, w);
+        }
+        ctx.k().scale(out, rank, 1.0f / total);
       }
     }
-  });
+  }
 }
 
 }  // namespace mlaserve

@@ -1,5 +1,5 @@
 // CpuBackend Gemm against the oracle: every row count of the dispatch (dot-product path up to 16
-// rows, packed micro-kernels beyond, several row blocks past 256), odd and even n and k around
+// rows, packed micro-kernels beyond, several row blocks past 512), odd and even n and k around
 // the panel and depth blocking, bf16 and f32 weights, strided and batched views.
 #include <cmath>
 #include <cstdint>
@@ -28,7 +28,7 @@ TEST_P(CpuGemmTest, MatchesRefOverShapeGrid) {
   const std::vector<NK> shapes = {{1, 1},   {3, 5},    {16, 16},  {33, 47},
                                   {64, 300}, {130, 257}, {257, 520}};
   for (DType w : {DType::kBF16, DType::kF32}) {
-    for (int64_t m : {1, 2, 3, 7, 8, 9, 16, 17, 64, 65, 300, 512}) {
+    for (int64_t m : {1, 2, 3, 7, 8, 9, 16, 17, 64, 65, 300, 512, 700}) {
       for (const NK& s : shapes) {
         if (m >= 300 && s.n * s.k > 130 * 257) continue;  // keeps the oracle fast
         TestTensor a = RandomTensor(ref(), rng, DType::kF32, {m, s.k});
