@@ -1,0 +1,288 @@
+// mlaserve-bench: load generator for a running `mlaserve serve`. Sends random token-id prompts
+// of a fixed length, either closed-loop at a fixed concurrency or as Poisson arrivals at a
+// request rate, and reports throughput and TTFT / inter-token / end-to-end latency
+// percentiles as a table on stdout and, with --json_output, as JSON. A progress bar goes to
+// stderr when it is a terminal.
+//
+//   mlaserve-bench --target=127.0.0.1:50051 --num_prompts=200 --concurrency=16 \
+//       --prompt_tokens=128 --output_tokens=128 [--request_rate=4] [--json_output=out.json]
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <memory>
+#include <numeric>
+#include <random>
+#include <semaphore>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
+#include "absl/synchronization/mutex.h"
+#include "grpcpp/grpcpp.h"
+#include "mlaserve/v1/inference.grpc.pb.h"
+#include "nlohmann/json.hpp"
+
+ABSL_FLAG(std::string, target, "127.0.0.1:50051", "address of the mlaserve gRPC port");
+ABSL_FLAG(int, num_prompts, 200, "requests to send");
+ABSL_FLAG(int, concurrency, 16,
+          "requests in flight at once; with --request_rate a cap on them (0 = no cap)");
+ABSL_FLAG(double, request_rate, 0, "Poisson arrivals per second; 0 = closed loop");
+ABSL_FLAG(int, prompt_tokens, 128, "prompt length in tokens (random ids)");
+ABSL_FLAG(int, output_tokens, 128, "tokens generated per request (eos ignored)");
+ABSL_FLAG(double, temperature, 0, "sampling temperature; 0 = greedy");
+ABSL_FLAG(uint64_t, seed, 1, "seed of the prompts and arrival times");
+ABSL_FLAG(std::string, json_output, "", "also write the results as JSON here ('-' = stdout)");
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+namespace v1 = mlaserve::v1;
+
+struct RequestResult {
+  grpc::StatusCode code = grpc::StatusCode::OK;
+  int output_tokens = 0;
+  double ttft_s = 0;
+  double e2e_s = 0;
+  std::vector<double> itl_s;  // one entry per token after the first chunk
+};
+
+double Seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
+
+RequestResult RunOne(v1::Inference::Stub& stub, const v1::GenerateRequest& request) {
+  RequestResult result;
+  grpc::ClientContext context;
+  const auto start = Clock::now();
+  auto reader = stub.Generate(&context, request);
+  v1::GenerateResponse response;
+  auto previous = start;
+  while (reader->Read(&response)) {
+    const int n = response.chunk().token_ids_size();
+    if (n == 0) continue;
+    const auto now = Clock::now();
+    if (result.output_tokens == 0) {
+      result.ttft_s = Seconds(now - start);
+    } else {
+      result.itl_s.insert(result.itl_s.end(), n, Seconds(now - previous) / n);
+    }
+    result.output_tokens += n;
+    previous = now;
+  }
+  result.code = reader->Finish().error_code();
+  result.e2e_s = Seconds(Clock::now() - start);
+  return result;
+}
+
+struct Stats {
+  double mean = 0, p50 = 0, p90 = 0, p99 = 0;
+};
+
+Stats Summarize(std::vector<double> values) {
+  Stats s;
+  if (values.empty()) return s;
+  std::sort(values.begin(), values.end());
+  const auto at = [&](double q) {
+    return values[std::min(values.size() - 1, static_cast<size_t>(q * values.size()))];
+  };
+  s.mean = std::accumulate(values.begin(), values.end(), 0.0) / values.size();
+  s.p50 = at(0.50);
+  s.p90 = at(0.90);
+  s.p99 = at(0.99);
+  return s;
+}
+
+// Collects results and draws the progress bar.
+class Progress {
+ public:
+  Progress(int total, bool draw) : total_(total), draw_(draw) {}
+
+  void Add(RequestResult result) {
+    absl::MutexLock lock(&mu_);
+    output_tokens_ += result.output_tokens;
+    if (result.code != grpc::StatusCode::OK) ++failed_;
+    results_.push_back(std::move(result));
+    Draw();
+  }
+  std::vector<RequestResult> Results() {
+    absl::MutexLock lock(&mu_);
+    if (draw_) std::fprintf(stderr, "\n");
+    return results_;
+  }
+
+ private:
+  void Draw() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (!draw_) return;
+    constexpr int kWidth = 40;
+    const int done = static_cast<int>(results_.size());
+    const int filled = done * kWidth / std::max(total_, 1);
+    const double elapsed = Seconds(Clock::now() - start_);
+    std::fprintf(stderr, "\r[%s%s] %d/%d  failed %d  %.0f tok/s", std::string(filled, '#').c_str(),
+                 std::string(kWidth - filled, '.').c_str(), done, total_, failed_,
+                 elapsed > 0 ? output_tokens_ / elapsed : 0.0);
+  }
+
+  const int total_;
+  const bool draw_;
+  const Clock::time_point start_ = Clock::now();
+  absl::Mutex mu_;
+  std::vector<RequestResult> results_ ABSL_GUARDED_BY(mu_);
+  int64_t output_tokens_ ABSL_GUARDED_BY(mu_) = 0;
+  int failed_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+std::vector<v1::GenerateRequest> MakeRequests(uint32_t vocab_size, std::mt19937_64& rng) {
+  const int n = absl::GetFlag(FLAGS_num_prompts);
+  std::uniform_int_distribution<uint32_t> token(0, vocab_size - 1);
+  std::vector<v1::GenerateRequest> requests(static_cast<size_t>(n));
+  for (v1::GenerateRequest& r : requests) {
+    for (int i = 0; i < absl::GetFlag(FLAGS_prompt_tokens); ++i) {
+      r.mutable_token_ids()->add_ids(token(rng));
+    }
+    r.mutable_sampling()->set_temperature(static_cast<float>(absl::GetFlag(FLAGS_temperature)));
+    r.mutable_stopping()->set_max_tokens(static_cast<uint32_t>(absl::GetFlag(FLAGS_output_tokens)));
+    r.mutable_stopping()->set_ignore_eos(true);
+  }
+  return requests;
+}
+
+// Sends every request; returns the wall time the run took.
+double Run(v1::Inference::Stub& stub, const std::vector<v1::GenerateRequest>& requests,
+           std::mt19937_64& rng, Progress& progress) {
+  const int concurrency = absl::GetFlag(FLAGS_concurrency);
+  const double rate = absl::GetFlag(FLAGS_request_rate);
+  const auto start = Clock::now();
+  std::vector<std::thread> threads;
+  if (rate <= 0) {
+    std::atomic<size_t> next{0};
+    for (int t = 0; t < std::max(concurrency, 1); ++t) {
+      threads.emplace_back([&] {
+        for (size_t i = next++; i < requests.size(); i = next++) {
+          progress.Add(RunOne(stub, requests[i]));
+        }
+      });
+    }
+  } else {
+    std::counting_semaphore<> slots(concurrency > 0 ? concurrency : 1 << 30);
+    std::exponential_distribution<double> gap(rate);
+    auto arrival = Clock::now();
+    for (const v1::GenerateRequest& request : requests) {
+      std::this_thread::sleep_until(arrival);
+      slots.acquire();
+      threads.emplace_back([&stub, &request, &progress, &slots] {
+        progress.Add(RunOne(stub, request));
+        slots.release();
+      });
+      arrival +=
+          std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(gap(rng)));
+    }
+  }
+  for (std::thread& t : threads) t.join();
+  return Seconds(Clock::now() - start);
+}
+
+nlohmann::ordered_json StatsJson(const Stats& s) {
+  return {{"mean_ms", s.mean * 1e3},
+          {"p50_ms", s.p50 * 1e3},
+          {"p90_ms", s.p90 * 1e3},
+          {"p99_ms", s.p99 * 1e3}};
+}
+
+void Report(const std::vector<RequestResult>& results, double duration_s) {
+  std::vector<double> ttft, itl, e2e;
+  std::map<std::string, int> failures;
+  int64_t output_tokens = 0;
+  int completed = 0;
+  for (const RequestResult& r : results) {
+    if (r.code != grpc::StatusCode::OK) {
+      ++failures[std::to_string(static_cast<int>(r.code))];
+      continue;
+    }
+    ++completed;
+    output_tokens += r.output_tokens;
+    ttft.push_back(r.ttft_s);
+    e2e.push_back(r.e2e_s);
+    itl.insert(itl.end(), r.itl_s.begin(), r.itl_s.end());
+  }
+  const int64_t input_tokens = int64_t{completed} * absl::GetFlag(FLAGS_prompt_tokens);
+  const Stats t = Summarize(ttft), i = Summarize(itl), e = Summarize(e2e);
+  std::printf("%-28s %12d\n%-28s %12d\n%-28s %12.2f\n", "completed requests", completed,
+              "failed requests", static_cast<int>(results.size()) - completed, "duration (s)",
+              duration_s);
+  std::printf("%-28s %12.2f\n%-28s %12.1f\n%-28s %12.1f\n", "requests/s", completed / duration_s,
+              "input tokens/s", input_tokens / duration_s, "output tokens/s",
+              output_tokens / duration_s);
+  std::printf("\n%-10s %10s %10s %10s %10s\n", "latency", "mean ms", "p50 ms", "p90 ms", "p99 ms");
+  for (const auto& [name, s] : {std::pair{"TTFT", t}, {"ITL", i}, {"E2E", e}}) {
+    std::printf("%-10s %10.2f %10.2f %10.2f %10.2f\n", name, s.mean * 1e3, s.p50 * 1e3, s.p90 * 1e3,
+                s.p99 * 1e3);
+  }
+  const std::string path = absl::GetFlag(FLAGS_json_output);
+  if (path.empty()) return;
+  nlohmann::ordered_json json = {{"target", absl::GetFlag(FLAGS_target)},
+                                 {"num_prompts", absl::GetFlag(FLAGS_num_prompts)},
+                                 {"concurrency", absl::GetFlag(FLAGS_concurrency)},
+                                 {"request_rate", absl::GetFlag(FLAGS_request_rate)},
+                                 {"prompt_tokens", absl::GetFlag(FLAGS_prompt_tokens)},
+                                 {"output_tokens", absl::GetFlag(FLAGS_output_tokens)},
+                                 {"completed", completed},
+                                 {"failed_by_grpc_code", failures},
+                                 {"duration_s", duration_s},
+                                 {"requests_per_s", completed / duration_s},
+                                 {"input_tokens_per_s", input_tokens / duration_s},
+                                 {"output_tokens_per_s", output_tokens / duration_s},
+                                 {"ttft", StatsJson(t)},
+                                 {"itl", StatsJson(i)},
+                                 {"e2e", StatsJson(e)}};
+  if (path == "-") {
+    std::cout << json.dump(2) << "\n";
+  } else {
+    std::ofstream(path) << json.dump(2) << "\n";
+  }
+}
+
+int Main() {
+  const std::string flag_error =
+      absl::GetFlag(FLAGS_num_prompts) <= 0     ? "--num_prompts must be positive"
+      : absl::GetFlag(FLAGS_prompt_tokens) <= 0 ? "--prompt_tokens must be positive"
+      : absl::GetFlag(FLAGS_output_tokens) <= 0 ? "--output_tokens must be positive"
+      : absl::GetFlag(FLAGS_concurrency) < 0    ? "--concurrency must not be negative"
+      : absl::GetFlag(FLAGS_request_rate) < 0   ? "--request_rate must not be negative"
+                                                : "";
+  if (!flag_error.empty()) {
+    std::fprintf(stderr, "mlaserve-bench: %s\n", flag_error.c_str());
+    return 2;
+  }
+  auto channel =
+      grpc::CreateChannel(absl::GetFlag(FLAGS_target), grpc::InsecureChannelCredentials());
+  auto stub = v1::Inference::NewStub(channel);
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+  v1::GetModelInfoResponse model;
+  if (grpc::Status s = stub->GetModelInfo(&context, {}, &model); !s.ok()) {
+    std::fprintf(stderr, "mlaserve-bench: GetModelInfo on %s failed: %s\n",
+                 absl::GetFlag(FLAGS_target).c_str(), s.error_message().c_str());
+    return 1;
+  }
+  std::mt19937_64 rng(absl::GetFlag(FLAGS_seed));
+  const std::vector<v1::GenerateRequest> requests = MakeRequests(model.vocab_size(), rng);
+  Progress progress(static_cast<int>(requests.size()), isatty(STDERR_FILENO) != 0);
+  const double duration_s = Run(*stub, requests, rng, progress);
+  Report(progress.Results(), duration_s);
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  absl::SetProgramUsageMessage("load generator for mlaserve: mlaserve-bench --target=HOST:PORT");
+  absl::ParseCommandLine(argc, argv);
+  return Main();
+}
