@@ -82,7 +82,13 @@ StreamResult Collect(RequestStream& stream) {
   StreamResult result;
   while (true) {
     StreamUpdate update = stream.WaitAndTake();
-    if (update.empty()) continue;
+    if (update.empty()) {
+      if (stream.ended()) {
+        ADD_FAILURE() << "the end of stream " << stream.id() << " was taken before Collect";
+        return result;
+      }
+      continue;
+    }
     ++result.num_updates;
     result.token_ids.insert(result.token_ids.end(), update.token_ids.begin(),
                             update.token_ids.end());
