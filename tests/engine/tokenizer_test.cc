@@ -4,9 +4,13 @@
 
 #include "engine/tokenizer.h"
 
+#include <unistd.h>
+
+#include <atomic>
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "engine/tokenizer_unicode.h"
@@ -183,6 +187,113 @@ TEST(TokenizerTest, ByteFallbackDecoderMatchesReferenceOnRandomIds) {
     stream.Finish(&streamed);
     EXPECT_EQ(streamed, c["text"].get<std::string>()) << c["ids"];
   }
+}
+
+// The byte_level fixture with `pre_tokenizer` replaced and merges across '-' added, so that
+// piece boundaries show in the ids.
+std::unique_ptr<Tokenizer> LoadWithPreTokenizer(const nlohmann::json& pre_tokenizer) {
+  std::ifstream in(Fixture("byte_level") / "tokenizer.json");
+  nlohmann::json json = nlohmann::json::parse(in);
+  int32_t id = 281;
+  for (const char* token : {"--", "-f", "l-", "n-", "-c"}) json["model"]["vocab"][token] = id++;
+  for (const char* merge : {"- -", "- f", "l -", "n -", "- c"})
+    json["model"]["merges"].push_back(merge);
+  json["pre_tokenizer"] = pre_tokenizer;
+  const auto path = std::filesystem::temp_directory_path() /
+                    ("tokenizer_test_" + std::to_string(::getpid()) + ".json");
+  std::ofstream(path) << json.dump();
+  auto tokenizer = Tokenizer::Load(path.string());
+  std::filesystem::remove(path);
+  EXPECT_TRUE(tokenizer.ok()) << tokenizer.status();
+  return tokenizer.ok() ? std::move(*tokenizer) : nullptr;
+}
+
+TEST(TokenizerTest, SplitBehaviors) {
+  struct BehaviorCase {
+    const char* behavior;
+    bool invert;
+    std::vector<int32_t> ids;
+  };
+  // "the-final--countdown-" split on the literal "-".
+  const BehaviorCase cases[] = {
+      {"Isolated", false, {116, 257, 45,  102, 105, 110, 97,  108, 45,  45,
+                           99,  111, 117, 110, 116, 100, 111, 119, 110, 45}},
+      {"Removed",
+       false,
+       {116, 257, 102, 105, 110, 97, 108, 99, 111, 117, 110, 116, 100, 111, 119, 110}},
+      {"Removed", true, {45, 45, 45, 45}},
+      {"MergedWithPrevious",
+       false,
+       {116, 257, 45, 102, 105, 110, 97, 283, 45, 99, 111, 117, 110, 116, 100, 111, 119, 284}},
+      {"MergedWithPrevious",
+       true,
+       {116, 257, 282, 105, 110, 97, 108, 45, 285, 111, 117, 110, 116, 100, 111, 119, 110, 45}},
+      {"MergedWithNext",
+       false,
+       {116, 257, 282, 105, 110, 97, 108, 45, 285, 111, 117, 110, 116, 100, 111, 119, 110, 45}},
+      {"MergedWithNext",
+       true,
+       {116, 257, 45, 102, 105, 110, 97, 283, 45, 99, 111, 117, 110, 116, 100, 111, 119, 284}},
+      {"Contiguous",
+       false,
+       {116, 257, 45, 102, 105, 110, 97, 108, 281, 99, 111, 117, 110, 116, 100, 111, 119, 110, 45}},
+  };
+  for (const BehaviorCase& c : cases) {
+    auto tokenizer = LoadWithPreTokenizer(
+        {{"type", "Sequence"},
+         {"pretokenizers",
+          {{{"type", "Split"},
+            {"pattern", {{"String", "-"}}},
+            {"behavior", c.behavior},
+            {"invert", c.invert}},
+           {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"use_regex", false}}}}});
+    ASSERT_NE(tokenizer, nullptr);
+    EXPECT_THAT(tokenizer->Encode("the-final--countdown-", false), ElementsAreArray(c.ids))
+        << c.behavior << (c.invert ? " inverted" : "");
+  }
+}
+
+// Digits, then ByteLevel adding a prefix space to every piece.
+TEST(TokenizerTest, DigitsContiguousAndIndividual) {
+  for (const bool individual : {false, true}) {
+    auto tokenizer = LoadWithPreTokenizer(
+        {{"type", "Sequence"},
+         {"pretokenizers",
+          {{{"type", "Digits"}, {"individual_digits", individual}},
+           {{"type", "ByteLevel"}, {"add_prefix_space", true}, {"use_regex", false}}}}});
+    ASSERT_NE(tokenizer, nullptr);
+    EXPECT_THAT(tokenizer->Encode("a12b345 x", false),
+                ElementsAreArray(individual ? std::vector<int32_t>{32, 97, 32, 49, 32, 50, 32, 98,
+                                                                   32, 51, 32, 52, 32, 53, 32, 120}
+                                            : std::vector<int32_t>{32, 97, 32, 272, 32, 98, 32, 51,
+                                                                   52, 53, 32, 120}));
+  }
+}
+
+// Encode and Decode are const and may run on many threads at once (the word cache is shared).
+TEST(TokenizerTest, ConcurrentUseGivesTheSameResults) {
+  auto tokenizer = LoadFixture("pipeline");
+  ASSERT_NE(tokenizer, nullptr);
+  const std::vector<std::string> texts = {"abc abcd xy 1111", "It'S caf\u00e9", "a\n\n b  \t c",
+                                          "<s>abc</s>", "12345 xyxy abcabc"};
+  std::vector<std::vector<int32_t>> expected;
+  for (const std::string& text : texts) expected.push_back(tokenizer->Encode(text, true));
+  std::vector<std::thread> threads;
+  std::atomic<int> mismatches = 0;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&] {
+      for (int round = 0; round < 500; ++round) {
+        const size_t i = round % texts.size();
+        const std::vector<int32_t> ids = tokenizer->Encode(texts[i], true);
+        if (ids != expected[i] ||
+            tokenizer->Decode(ids, true) != tokenizer->Decode(expected[i], true)) {
+          ++mismatches;
+        }
+      }
+    });
+  }
+  for (std::thread& thread : threads) thread.join();
+  EXPECT_EQ(mismatches, 0);
 }
 
 TEST(TokenizerTest, InvalidUtf8InputIsReplacedBeforeEncoding) {
