@@ -81,7 +81,7 @@ Engine::Engine(std::unique_ptr<Backend> backend, std::unique_ptr<ModelRunner> ru
       info_(std::move(info)),
       clock_(options.clock),
       max_num_waiting_seqs_(options.max_num_waiting_seqs),
-      has_tokenizer_(tokenizer != nullptr),
+      has_tokenizer_(core_->has_tokenizer()),
       seed_rng_(std::random_device()()) {
   info_.max_context_tokens = core_->scheduler().max_context_tokens();
   PublishAndDeliver();

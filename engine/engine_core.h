@@ -62,6 +62,7 @@ class EngineCore {
   // Fills the fields the core knows (all but draining, failed and the inbox).
   void FillStats(EngineStats& stats) const;
   const Scheduler& scheduler() const { return scheduler_; }
+  bool has_tokenizer() const { return tokenizer_ != nullptr; }
 
  private:
   struct Live {

@@ -72,6 +72,7 @@ absl::StatusOr<std::unique_ptr<Engine>> MakeTestEngine(TestEngineOptions options
   engine_options.scheduler.max_model_len = options.max_model_len;
   engine_options.scheduler.max_num_waiting_seqs = options.max_num_waiting_seqs;
   engine_options.scheduler.kv_cache.enable_prefix_caching = options.enable_prefix_caching;
+  engine_options.scheduler.eos_token_ids = options.eos_token_ids;
   engine_options.deterministic = options.deterministic;
   engine_options.clock = options.clock;
   return Engine::Create(std::move(runner), std::move(backend), options.tokenizer,
