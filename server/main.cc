@@ -9,12 +9,14 @@
 #include "absl/flags/usage.h"
 #include "server/generate_command.h"
 #include "server/serve_command.h"
+#include "server/tokenize_command.h"
 
 namespace {
 
 constexpr std::string_view kUsage =
     "mlaserve [serve] [--flags]: serve a DeepSeek model over gRPC\n"
     "mlaserve generate --prompt_ids=1,2,3 [--flags]: offline generation\n"
+    "mlaserve tokenize --tokenizer=PATH [--decode]: stdin lines to ids (or back)\n"
     "Run with --help for every flag.";
 
 }  // namespace
@@ -31,7 +33,8 @@ int main(int argc, char** argv) {
   absl::ParseCommandLine(static_cast<int>(args.size()), args.data());
   if (command == "serve") return mlaserve::RunServeCommand();
   if (command == "generate") return mlaserve::RunGenerateCommand();
-  std::fprintf(stderr, "mlaserve: unknown or unavailable subcommand \"%.*s\"\n%.*s\n",
+  if (command == "tokenize") return mlaserve::RunTokenizeCommand();
+  std::fprintf(stderr, "mlaserve: unknown subcommand \"%.*s\"\n%.*s\n",
                static_cast<int>(command.size()), command.data(),
                static_cast<int>(kUsage.size()), kUsage.data());
   return 2;
