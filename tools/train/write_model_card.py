@@ -134,8 +134,10 @@ def main():
 mlaserve's built-in default model: a very small DeepSeek-V2 language model (multi-head
 latent attention + mixture of experts) trained from scratch on the English fortune
 cookie files that Debian ships. It exists so that `mlaserve` serves something real,
-with real MLA and MoE layers, with no download. Expect short, loosely coherent,
-fortune-like English, not facts or instructions.
+with real MLA and MoE layers, with no download. It was trained for about half an
+hour on two shared CPU cores, on about one million tokens: expect fortune-shaped text
+made of English words and phrases, grammatical in stretches, with invented words and
+little meaning; not facts, not instructions.
 
 ## Files
 
@@ -177,7 +179,8 @@ post-processor (`TemplateProcessing`) puts bos in front of every encoded text;
 `tokenizer_config.json` also says `add_bos_token: true`. About {bytes_per_token:.2f} bytes
 per token on the validation documents. `tools/train/train_bpe.py`'s own encoder (used to
 tokenize the training data) gives the same ids and decoded text as the Hugging Face
-`tokenizers` library reading this tokenizer.json, checked on 2,152 documents of the corpus.
+`tokenizers` library reading this tokenizer.json (`tools/train/check_tokenizer.py`: every
+7th document of the corpus plus edge cases, over 2,000 texts).
 
 ## Data
 
@@ -210,6 +213,7 @@ apt-get install -y python3-torch python3-numpy python3-regex python3-matplotlib 
     fortunes fortunes-min libopenblas0-pthread libjemalloc2
 /usr/bin/python3 tools/train/train_default_model.py      # tokenizer + model -> {a.model}
 /usr/bin/python3 tools/train/verify_checkpoint.py        # saved files == training model
+/usr/bin/python3 tools/train/check_tokenizer.py          # optional: vs the tokenizers library
 /usr/bin/python3 tools/train/write_model_card.py         # this README and loss.png
 ```
 
