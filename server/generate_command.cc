@@ -1,9 +1,7 @@
 #include "server/generate_command.h"
 
-#include <algorithm>
-#include <chrono>
 #include <cstdio>
-#include <numeric>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -12,6 +10,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "engine/engine.h"
 #include "engine/model_loader.h"
 #include "engine/model_runner.h"
 #include "engine/sampler.h"
@@ -29,8 +28,6 @@ ABSL_FLAG(std::string, output, "text", "text | json");
 
 namespace mlaserve {
 namespace {
-
-using Clock = std::chrono::steady_clock;
 
 absl::StatusOr<std::vector<int32_t>> PromptIdsFromFlags(int64_t vocab_size) {
   const std::string ids = absl::GetFlag(FLAGS_prompt_ids);
@@ -55,66 +52,30 @@ struct Generated {
   double prefill_seconds = 0, decode_seconds = 0;
 };
 
-absl::StatusOr<Generated> Generate(ModelRunner& runner, std::vector<int32_t> tokens,
-                                   int max_tokens) {
-  const ModelConfig& config = runner.model().config();
-  const ModelOptions& options = runner.model().options();
-  const int64_t prompt_len = static_cast<int64_t>(tokens.size());
-  const int64_t limit = std::min<int64_t>(prompt_len + max_tokens, options.max_model_len);
-  if (prompt_len >= options.max_model_len) {
-    return absl::InvalidArgumentError(absl::StrCat("the prompt has ", prompt_len,
-                                                   " tokens; the context limit is ",
-                                                   options.max_model_len));
-  }
-  const int64_t blocks_needed = (limit + options.block_size - 1) / options.block_size;
-  if (blocks_needed > options.num_kv_blocks - 1) {
-    return absl::ResourceExhaustedError("--kv_cache_tokens is too small for this request");
-  }
-  std::vector<int32_t> table(static_cast<size_t>(blocks_needed));
-  std::iota(table.begin(), table.end(), 1);  // block 0 is reserved
-
-  SamplingOptions sampling;
-  sampling.temperature = static_cast<float>(absl::GetFlag(FLAGS_temperature));
-  const uint64_t seed = absl::GetFlag(FLAGS_seed);
-  const int top_logprobs = absl::GetFlag(FLAGS_top_logprobs);
-  const bool ignore_eos = absl::GetFlag(FLAGS_ignore_eos);
-  SamplerScratch scratch;
-  StepLogits logits;
+// Runs the request through the same Engine as `serve`, alone.
+absl::StatusOr<Generated> Generate(Engine& engine, std::vector<int32_t> prompt, int max_tokens) {
+  Request request;
+  request.prompt_token_ids = std::move(prompt);
+  request.sampling.temperature = static_cast<float>(absl::GetFlag(FLAGS_temperature));
+  request.sampling.seed = absl::GetFlag(FLAGS_seed);
+  request.stopping.max_tokens = max_tokens;
+  request.stopping.ignore_eos = absl::GetFlag(FLAGS_ignore_eos);
+  request.top_logprobs = absl::GetFlag(FLAGS_top_logprobs);
+  request.return_logprobs = true;
+  ASSIGN_OR_RETURN(std::shared_ptr<RequestStream> stream, engine.Submit(std::move(request)));
   Generated out;
-  int32_t computed = 0;
-  const auto start = Clock::now();
-  auto first_token = start;
   while (true) {
-    const int32_t n = std::min<int32_t>(static_cast<int32_t>(tokens.size()) - computed,
-                                        static_cast<int32_t>(options.max_num_tokens));
-    const bool last = computed + n == static_cast<int32_t>(tokens.size());
-    const StepSequence step{.token_ids = tokens, .start_position = computed,
-                            .num_new_tokens = n, .block_table = table, .needs_logits = last};
-    RETURN_IF_ERROR(runner.Execute({step}, &logits));
-    computed += n;
-    if (!last) continue;
-    const absl::Span<const int32_t> prompt(tokens.data(), static_cast<size_t>(prompt_len));
-    const absl::Span<const int32_t> output(tokens.data() + prompt_len,
-                                           tokens.size() - static_cast<size_t>(prompt_len));
-    TokenChoice choice = SampleToken(logits.row(0), sampling, prompt, output, seed, top_logprobs,
-                                     scratch);
-    if (out.tokens.empty()) first_token = Clock::now();
-    const auto& eos = config.eos_token_ids;
-    if (!ignore_eos && std::find(eos.begin(), eos.end(), choice.token) != eos.end()) {
-      out.finish_reason = "stop";
-      break;
-    }
-    tokens.push_back(choice.token);
-    out.tokens.push_back(std::move(choice));
-    if (static_cast<int64_t>(tokens.size()) >= limit) {
-      out.finish_reason = "length";
-      break;
-    }
+    StreamUpdate update = stream->WaitAndTake();
+    for (TokenChoice& choice : update.logprobs) out.tokens.push_back(std::move(choice));
+    if (!update.status.ok()) return update.status;
+    if (!update.completion.has_value()) continue;
+    const Completion& done = *update.completion;
+    out.finish_reason = FinishReasonName(done.finish_reason);
+    // Without a streamed token (eos first), the whole run counts as prefill.
+    out.prefill_seconds = out.tokens.empty() ? done.e2e_seconds : done.time_to_first_token_seconds;
+    out.decode_seconds = done.e2e_seconds - out.prefill_seconds;
+    return out;
   }
-  const auto end = Clock::now();
-  out.prefill_seconds = std::chrono::duration<double>(first_token - start).count();
-  out.decode_seconds = std::chrono::duration<double>(end - first_token).count();
-  return out;
 }
 
 void PrintJson(const Generated& g, size_t prompt_tokens) {
@@ -153,9 +114,16 @@ absl::Status Run() {
   const int64_t vocab = model->config().vocab_size;
   ASSIGN_OR_RETURN(std::vector<int32_t> buckets, GraphBucketsFromFlags(1));
   ASSIGN_OR_RETURN(auto runner, ModelRunner::Create(std::move(model), backend.get(), buckets));
+  EngineOptions engine_options;
+  engine_options.scheduler.max_num_seqs = 1;
+  engine_options.scheduler.max_num_batched_tokens = static_cast<int32_t>(options.max_num_tokens);
+  engine_options.scheduler.max_model_len = static_cast<int32_t>(options.max_model_len);
+  ASSIGN_OR_RETURN(std::unique_ptr<Engine> engine,
+                   Engine::Create(std::move(runner), std::move(backend), /*tokenizer=*/nullptr,
+                                  std::move(engine_options)));
   ASSIGN_OR_RETURN(std::vector<int32_t> prompt, PromptIdsFromFlags(vocab));
   const size_t prompt_tokens = prompt.size();
-  ASSIGN_OR_RETURN(Generated g, Generate(*runner, std::move(prompt), max_tokens));
+  ASSIGN_OR_RETURN(Generated g, Generate(*engine, std::move(prompt), max_tokens));
   if (output == "json") {
     PrintJson(g, prompt_tokens);
   } else {
