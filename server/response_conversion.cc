@@ -52,7 +52,7 @@ void FillComplete(const Completion& c, v1::Complete* complete) {
 void FillModelInfo(const ServingEngine& engine, v1::GetModelInfoResponse* response) {
   const EngineInfo& info = engine.info();
   const ModelConfig& config = info.model_config;
-  response->set_model_name(engine.model_name());
+  response->set_model_name(engine.description().model_name);
   response->set_architecture(config.model_type == "deepseek_v3" ? "DeepseekV3ForCausalLM"
                                                                 : "DeepseekV2ForCausalLM");
   response->set_vocab_size(static_cast<uint32_t>(config.vocab_size));
@@ -75,7 +75,8 @@ void FillServerInfo(const ServingEngine& engine, absl::Time started, bool draini
   const EngineInfo& info = engine.info();
   response->set_version(Version());
   response->set_uptime_seconds(absl::ToDoubleSeconds(absl::Now() - started));
-  response->set_backend(engine.backend_name());
+  const ServingDescription& description = engine.description();
+  response->set_backend(description.backend_name);
   response->set_num_running(static_cast<uint32_t>(stats.num_running));
   response->set_num_waiting(static_cast<uint32_t>(stats.num_waiting));
   response->set_kv_blocks_total(static_cast<uint32_t>(stats.kv_blocks_total));
@@ -84,6 +85,9 @@ void FillServerInfo(const ServingEngine& engine, absl::Time started, bool draini
   response->set_kv_cache_usage(stats.kv_cache_usage);
   response->set_max_num_seqs(static_cast<uint32_t>(stats.max_num_seqs));
   response->set_max_num_batched_tokens(static_cast<uint32_t>(stats.max_num_batched_tokens));
+  for (int32_t size : description.graph_batch_sizes) {
+    response->add_graph_batch_sizes(static_cast<uint32_t>(size));
+  }
   response->set_weight_bytes(info.weight_bytes);
   response->set_kv_cache_bytes(info.kv_cache_bytes);
   response->set_draining(draining || stats.draining);

@@ -82,7 +82,10 @@ absl::StatusOr<std::unique_ptr<ServingEngine>> LoadEngine() {
   ASSIGN_OR_RETURN(ModelOptions model_options, ModelOptionsFromFlags());
   ASSIGN_OR_RETURN(auto model, LoadDeepseekModel(dir, backend.get(), model_options));
   const int64_t max_model_len = model->options().max_model_len;
-  ASSIGN_OR_RETURN(auto runner, ModelRunner::Create(std::move(model), backend.get()));
+  ASSIGN_OR_RETURN(std::vector<int32_t> graph_buckets,
+                   GraphBucketsFromFlags(absl::GetFlag(FLAGS_max_num_seqs)));
+  ASSIGN_OR_RETURN(auto runner,
+                   ModelRunner::Create(std::move(model), backend.get(), graph_buckets));
   std::shared_ptr<const Tokenizer> tokenizer;
   if (std::filesystem::exists(std::filesystem::path(dir) / "tokenizer.json")) {
     ASSIGN_OR_RETURN(tokenizer, Tokenizer::Load(dir));
@@ -96,13 +99,15 @@ absl::StatusOr<std::unique_ptr<ServingEngine>> LoadEngine() {
   options.scheduler.max_num_waiting_seqs = absl::GetFlag(FLAGS_max_queue);
   options.scheduler.kv_cache.enable_prefix_caching = absl::GetFlag(FLAGS_enable_prefix_caching);
   options.deterministic = absl::GetFlag(FLAGS_deterministic);
-  const std::string backend_name(backend->name());
+  ServingDescription description{.backend_name = std::string(backend->name()),
+                                 .graph_batch_sizes = runner->graph_buckets()};
   ASSIGN_OR_RETURN(
       std::unique_ptr<Engine> engine,
       Engine::Create(std::move(runner), std::move(backend), tokenizer, std::move(options)));
-  const std::string model_name = std::filesystem::path(dir).lexically_normal().filename();
-  return MakeServingEngine(std::move(engine), std::move(tokenizer), backend_name,
-                           model_name.empty() ? dir : model_name);
+  // The directory's name ("DeepSeek-V2-Lite-Chat"), as Hugging Face names models.
+  description.model_name = std::filesystem::path(dir).lexically_normal().filename();
+  if (description.model_name.empty()) description.model_name = dir;
+  return MakeServingEngine(std::move(engine), std::move(tokenizer), std::move(description));
 }
 
 // Blocks SIGTERM and SIGINT in this thread and every thread started later, and turns their
@@ -134,8 +139,8 @@ absl::Status Run() {
   const absl::Time load_start = absl::Now();
   ASSIGN_OR_RETURN(std::shared_ptr<ServingEngine> engine, LoadEngine());
   const EngineStats stats = engine->stats();
-  LogEvent("ready", {{"model", engine->model_name()},
-                     {"backend", engine->backend_name()},
+  LogEvent("ready", {{"model", engine->description().model_name},
+                     {"backend", engine->description().backend_name},
                      {"load_seconds", absl::ToDoubleSeconds(absl::Now() - load_start)},
                      {"max_context_tokens", int64_t{engine->info().max_context_tokens}},
                      {"kv_blocks", int64_t{stats.kv_blocks_total}},

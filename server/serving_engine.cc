@@ -8,11 +8,10 @@ namespace {
 class EngineServingEngine final : public ServingEngine {
  public:
   EngineServingEngine(std::unique_ptr<Engine> engine, std::shared_ptr<const Tokenizer> tokenizer,
-                      std::string backend_name, std::string model_name)
+                      ServingDescription description)
       : engine_(std::move(engine)),
         tokenizer_(std::move(tokenizer)),
-        backend_name_(std::move(backend_name)),
-        model_name_(std::move(model_name)) {}
+        description_(std::move(description)) {}
 
   absl::StatusOr<std::shared_ptr<RequestStream>> Submit(Request request) override {
     return engine_->Submit(std::move(request));
@@ -23,23 +22,21 @@ class EngineServingEngine final : public ServingEngine {
   const EngineInfo& info() const override { return engine_->info(); }
   absl::Time Now() const override { return engine_->Now(); }
   const Tokenizer* tokenizer() const override { return tokenizer_.get(); }
-  std::string backend_name() const override { return backend_name_; }
-  std::string model_name() const override { return model_name_; }
+  const ServingDescription& description() const override { return description_; }
 
  private:
   const std::unique_ptr<Engine> engine_;
   const std::shared_ptr<const Tokenizer> tokenizer_;
-  const std::string backend_name_;
-  const std::string model_name_;
+  const ServingDescription description_;
 };
 
 }  // namespace
 
 std::unique_ptr<ServingEngine> MakeServingEngine(std::unique_ptr<Engine> engine,
                                                  std::shared_ptr<const Tokenizer> tokenizer,
-                                                 std::string backend_name, std::string model_name) {
+                                                 ServingDescription description) {
   return std::make_unique<EngineServingEngine>(std::move(engine), std::move(tokenizer),
-                                               std::move(backend_name), std::move(model_name));
+                                               std::move(description));
 }
 
 }  // namespace mlaserve

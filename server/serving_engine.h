@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
@@ -19,6 +20,13 @@
 #include "engine/tokenizer.h"
 
 namespace mlaserve {
+
+// What GetServerInfo and GetModelInfo report beyond the engine's own stats and info.
+struct ServingDescription {
+  std::string backend_name;                // "cpu" or "cuda"
+  std::string model_name;                  // as clients see it
+  std::vector<int32_t> graph_batch_sizes;  // decode buckets captured as graphs
+};
 
 class ServingEngine {
  public:
@@ -39,16 +47,13 @@ class ServingEngine {
   // Null when the model directory has no tokenizer: text prompts, Tokenize and Detokenize are
   // then refused.
   virtual const Tokenizer* tokenizer() const = 0;
-  // "cpu" or "cuda" (GetServerInfo.backend).
-  virtual std::string backend_name() const = 0;
-  // The model's name as clients see it (GetModelInfo.model_name).
-  virtual std::string model_name() const = 0;
+  virtual const ServingDescription& description() const = 0;
 };
 
 // Serves `engine`. `tokenizer` is the one the engine was created with (or null).
 std::unique_ptr<ServingEngine> MakeServingEngine(std::unique_ptr<Engine> engine,
                                                  std::shared_ptr<const Tokenizer> tokenizer,
-                                                 std::string backend_name, std::string model_name);
+                                                 ServingDescription description);
 
 }  // namespace mlaserve
 

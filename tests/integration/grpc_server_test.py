@@ -191,6 +191,7 @@ class MlaserveTest(unittest.TestCase):
         self.assertEqual(model.architecture, "DeepseekV2ForCausalLM")
         info = self.client.server_info(pb.GetServerInfoRequest())
         self.assertEqual(info.backend, "cpu")
+        self.assertEqual(list(info.graph_batch_sizes), [1, 2, 4, MAX_NUM_SEQS])
         self.assertEqual(info.kv_block_size, 16)
         self.assertEqual(info.kv_blocks_total, 65536 // 16)
         self.assertFalse(info.draining)

@@ -57,6 +57,7 @@ TEST_F(InferenceServiceTest, ModelAndServerInfoDescribeTheModel) {
   EXPECT_GT(model.num_layers(), 0u);
   const v1::GetServerInfoResponse info = ServerInfo();
   EXPECT_EQ(info.backend(), "cpu");
+  EXPECT_THAT(info.graph_batch_sizes(), ElementsAre(1, 2, 4, 8));
   EXPECT_FALSE(info.version().empty());
   EXPECT_EQ(info.kv_blocks_total(), 4u * 256u);
   EXPECT_EQ(info.kv_blocks_free(), info.kv_blocks_total());
@@ -150,7 +151,11 @@ TEST_F(InferenceServiceTest, ClientCancelFreesTheKvBlocks) {
       server_->inference->Generate(&context, GreedyRequest({1, 2, 3}, kLongRequestTokens));
   v1::GenerateResponse response;
   ASSERT_TRUE(reader->Read(&response));
-  EXPECT_LT(ServerInfo().kv_blocks_free(), ServerInfo().kv_blocks_total());
+  // Stats are published after each step, so the blocks show up shortly after the first token.
+  EXPECT_TRUE(WaitFor([&] {
+    const v1::GetServerInfoResponse info = ServerInfo();
+    return info.kv_blocks_free() < info.kv_blocks_total();
+  }));
   context.TryCancel();
   EXPECT_EQ(reader->Finish().error_code(), grpc::StatusCode::CANCELLED);
   EXPECT_TRUE(EventuallyIdleWithNoLeak());

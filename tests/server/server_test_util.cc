@@ -164,7 +164,14 @@ absl::StatusOr<std::shared_ptr<ServingEngine>> MakeRealEngine(const RealEngineOp
   model_options.context_chunk_tokens = 64;
   ASSIGN_OR_RETURN(auto model, LoadDeepseekModel(data + "/models/v2_lite_dense_first",
                                                  backend.get(), model_options));
-  ASSIGN_OR_RETURN(auto runner, ModelRunner::Create(std::move(model), backend.get()));
+  std::vector<int32_t> buckets;  // ModelRunner requires buckets <= max_num_seqs
+  for (int32_t b : options.graph_batch_sizes) {
+    if (b <= options.max_num_seqs) buckets.push_back(b);
+  }
+  ASSIGN_OR_RETURN(auto runner, ModelRunner::Create(std::move(model), backend.get(), buckets));
+  ServingDescription description{.backend_name = "cpu",
+                                 .model_name = "v2_lite_dense_first",
+                                 .graph_batch_sizes = runner->graph_buckets()};
   std::shared_ptr<const Tokenizer> tokenizer;
   if (options.with_tokenizer) {
     ASSIGN_OR_RETURN(tokenizer, Tokenizer::Load(source + "/tests/server/data/tiny_tokenizer"));
@@ -177,7 +184,7 @@ absl::StatusOr<std::shared_ptr<ServingEngine>> MakeRealEngine(const RealEngineOp
   ASSIGN_OR_RETURN(auto engine, Engine::Create(std::move(runner), std::move(backend), tokenizer,
                                                std::move(engine_options)));
   return std::shared_ptr<ServingEngine>(
-      MakeServingEngine(std::move(engine), tokenizer, "cpu", "v2_lite_dense_first"));
+      MakeServingEngine(std::move(engine), tokenizer, std::move(description)));
 }
 
 std::unique_ptr<TestServer> StartTestServer(std::shared_ptr<ServingEngine> engine,

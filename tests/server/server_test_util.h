@@ -53,11 +53,11 @@ class FakeEngine final : public ServingEngine {
   const EngineInfo& info() const override { return info_; }
   absl::Time Now() const override;
   const Tokenizer* tokenizer() const override { return nullptr; }
-  std::string backend_name() const override { return "fake"; }
-  std::string model_name() const override { return "fake-model"; }
+  const ServingDescription& description() const override { return description_; }
 
  private:
   EngineInfo info_;
+  const ServingDescription description_{.backend_name = "fake", .model_name = "fake-model"};
   mutable absl::Mutex mu_;
   absl::Status submit_status_ ABSL_GUARDED_BY(mu_);
   std::function<void(RequestStream&)> on_submit_ ABSL_GUARDED_BY(mu_);
@@ -83,6 +83,8 @@ struct RealEngineOptions {
   int32_t max_model_len = 4096;
   int32_t num_kv_blocks = 1 + 4 * 256;  // of 16 tokens: four full-length sequences
   bool with_tokenizer = true;           // tests/server/data/tiny_tokenizer
+  // Decode buckets replayed as graphs; those above max_num_seqs are left out.
+  std::vector<int32_t> graph_batch_sizes = {1, 2, 4, 8};
 };
 
 // The engine of `mlaserve serve` on tests/data/models/v2_lite_dense_first (vocab 256, eos 255,
