@@ -69,6 +69,8 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(std::unique_ptr<ModelRunn
   info.kv_cache_bytes = model.kv_cache_bytes();
   info.workspace_bytes = model.workspace_bytes();
   info.eos_token_ids = s.eos_token_ids;
+  info.graph_batch_sizes = runner->graph_buckets();
+  info.deterministic = options.deterministic;
   return std::unique_ptr<Engine>(
       new Engine(std::move(backend), std::move(runner), std::move(tokenizer), s, std::move(info)));
 }

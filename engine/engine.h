@@ -9,9 +9,9 @@
 // stop strings -> push each stream's new output.
 //
 // Determinism. Sampling is keyed by (seed, output position) (engine/sampler.h) and every
-// request has a seed (its own, or one drawn at Submit), so a sampled request's tokens depend
-// only on its logits. With options.deterministic those logits, and hence greedy and seeded
-// tokens and their logprobs, do not depend on what else is in the batch.
+// request has a seed (its own, or one drawn at Submit), and each sequence samples from its own
+// logits row, so a request's tokens depend only on its logits. Whether those logits depend on
+// the rest of the batch is up to the backend's kernels (see EngineOptions::deterministic).
 //
 // Thread-safety: public methods are thread-safe, except that Drain and the destructor must not
 // be called from a RequestStream callback (they wait for the engine thread).
@@ -51,8 +51,13 @@ struct EngineOptions {
   // are capped by what the runner's buffers were sized for, and empty eos_token_ids are taken
   // from the model config. `scheduler.clock` is ignored: the scheduler uses `clock` below.
   SchedulerOptions scheduler;
-  // Greedy and seeded outputs (tokens and logprobs) of a request are the same bit for bit
-  // whatever else is batched with it. False lets the engine trade that for speed.
+  // Asks for batch-invariant numerics: greedy and seeded outputs (tokens and logprobs) the same
+  // bit for bit whatever else is batched. The engine's part holds either way (see the file
+  // comment); the logits' part is the backend's, and the flag is reported in EngineInfo so that
+  // the server can tell clients what they get. Measured: the ref backend is batch-invariant for
+  // prompts prefilled in one chunk; the CPU backend is not, because CpuGemm rounds rows computed
+  // by its dot-product path (m <= 16 rows) differently from its packed micro-kernels (m > 16),
+  // and the number of rows is the step's token count (per expert in MoE layers).
   bool deterministic = true;
   // Monotonic time of every event (queued, scheduled, first token, finished) and the time
   // Request::deadline is compared against. Unset: absl::Now() at construction advanced by
@@ -87,6 +92,8 @@ struct EngineInfo {
   uint64_t kv_cache_bytes = 0;
   uint64_t workspace_bytes = 0;
   std::vector<int32_t> eos_token_ids;
+  std::vector<int32_t> graph_batch_sizes;  // decode batch sizes replayed from captured graphs
+  bool deterministic = true;               // EngineOptions::deterministic
 };
 
 class Engine {

@@ -76,11 +76,15 @@ TEST(EngineTest, GreedyGenerationMatchesGolden) {
   }
 }
 
-TEST(EngineTest, ManyConcurrentRequestsAllFinishAndFreeTheirBlocks) {
+class ConcurrencyTest : public ::testing::TestWithParam<std::vector<int32_t>> {};
+
+TEST_P(ConcurrencyTest, ManyRequestsAllFinishAndFreeTheirBlocks) {
   // 24 requests over 8 sequence slots and a KV pool too small for all of them at once, so
-  // requests queue and get preempted.
-  auto engine = NewEngine({.max_num_seqs = 8, .num_kv_blocks = 1 + 40});
+  // requests queue and get preempted; every fifth is aborted after its first output.
+  auto engine =
+      NewEngine({.max_num_seqs = 8, .num_kv_blocks = 1 + 40, .graph_batch_sizes = GetParam()});
   ASSERT_NE(engine, nullptr);
+  EXPECT_EQ(engine->info().graph_batch_sizes, GetParam());
   std::vector<std::shared_ptr<RequestStream>> streams;
   std::vector<int32_t> max_tokens;
   for (int i = 0; i < 24; ++i) {
@@ -89,14 +93,32 @@ TEST(EngineTest, ManyConcurrentRequestsAllFinishAndFreeTheirBlocks) {
         MustSubmit(*engine, GreedyRequest(RandomPrompt(i, 5 + (i * 13) % 60), max_tokens.back())));
   }
   for (int i = 0; i < 24; ++i) {
-    StreamResult r = Collect(*streams[i]);
-    EXPECT_EQ(r.completion.finish_reason, FinishReason::kLength) << i;
-    EXPECT_EQ(r.completion.completion_tokens, max_tokens[i]) << i;
-    EXPECT_EQ(static_cast<int32_t>(r.token_ids.size()), max_tokens[i]) << i;
+    StreamResult r;
+    if (i % 5 == 4) {
+      const StreamUpdate first = streams[i]->WaitAndTake();
+      engine->Abort(streams[i]->id());
+      // A short request may have ended before the abort.
+      if (first.ends_stream()) {
+        r.completion = *first.completion;
+      } else {
+        r = Collect(*streams[i]);
+      }
+      r.token_ids.insert(r.token_ids.begin(), first.token_ids.begin(), first.token_ids.end());
+    } else {
+      r = Collect(*streams[i]);
+      EXPECT_EQ(r.completion.finish_reason, FinishReason::kLength) << i;
+      EXPECT_EQ(r.completion.completion_tokens, max_tokens[i]) << i;
+    }
+    EXPECT_EQ(r.completion.completion_tokens, static_cast<int32_t>(r.token_ids.size())) << i;
   }
   ExpectAllBlocksFree(*engine);
   EXPECT_GT(engine->stats().steps_total, 0u);
 }
+
+INSTANTIATE_TEST_SUITE_P(Graphs, ConcurrencyTest,
+                         ::testing::Values(std::vector<int32_t>{},
+                                           std::vector<int32_t>{1, 2, 4, 8}),
+                         [](const auto& info) { return info.param.empty() ? "Eager" : "Graphs"; });
 
 TEST(EngineTest, AbortEndsTheStreamAndFreesBlocks) {
   auto engine = SlowEngine(absl::Milliseconds(2));

@@ -65,7 +65,8 @@ absl::StatusOr<std::unique_ptr<Engine>> MakeTestEngine(TestEngineOptions options
   model_options.context_chunk_tokens = 64;
   ASSIGN_OR_RETURN(auto model,
                    LoadDeepseekModel(ModelDir(options.variant), backend.get(), model_options));
-  ASSIGN_OR_RETURN(auto runner, ModelRunner::Create(std::move(model), backend.get()));
+  ASSIGN_OR_RETURN(auto runner,
+                   ModelRunner::Create(std::move(model), backend.get(), options.graph_batch_sizes));
   EngineOptions engine_options;
   engine_options.scheduler.max_num_seqs = options.max_num_seqs;
   engine_options.scheduler.max_num_batched_tokens = options.max_num_batched_tokens;

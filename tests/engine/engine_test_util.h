@@ -27,7 +27,8 @@ struct TestEngineOptions {
   int32_t max_num_waiting_seqs = 1024;
   bool enable_prefix_caching = true;
   bool deterministic = true;
-  std::vector<int32_t> eos_token_ids = {};  // empty: the model's
+  std::vector<int32_t> eos_token_ids = {};      // empty: the model's
+  std::vector<int32_t> graph_batch_sizes = {};  // decode batch sizes captured as graphs
   std::function<absl::Time()> clock = nullptr;
   std::shared_ptr<const Tokenizer> tokenizer = nullptr;
   // Replaces the CPU backend (the engine takes ownership).
