@@ -1,6 +1,7 @@
 #include "server/generate_command.h"
 
 #include <cstdio>
+#include <filesystem>
 #include <memory>
 #include <string>
 #include <vector>
@@ -15,6 +16,7 @@
 #include "engine/model_runner.h"
 #include "engine/sampler.h"
 #include "engine/status_macros.h"
+#include "engine/tokenizer.h"
 #include "server/engine_flags.h"
 
 ABSL_FLAG(std::string, prompt, "", "prompt text (tokenized with the model's tokenizer)");
@@ -29,10 +31,22 @@ ABSL_FLAG(std::string, output, "text", "text | json");
 namespace mlaserve {
 namespace {
 
-absl::StatusOr<std::vector<int32_t>> PromptIdsFromFlags(int64_t vocab_size) {
+// --prompt_ids as given, or --prompt through the tokenizer (with bos as its config says).
+absl::StatusOr<std::vector<int32_t>> PromptIdsFromFlags(int64_t vocab_size,
+                                                        const Tokenizer* tokenizer) {
   const std::string ids = absl::GetFlag(FLAGS_prompt_ids);
+  const std::string text = absl::GetFlag(FLAGS_prompt);
+  if (!ids.empty() && !text.empty()) {
+    return absl::InvalidArgumentError("--prompt and --prompt_ids: give only one");
+  }
+  if (!text.empty()) {
+    if (tokenizer == nullptr) {
+      return absl::FailedPreconditionError("--prompt: the model has no tokenizer.json");
+    }
+    return tokenizer->Encode(text, /*add_special_tokens=*/true);
+  }
   if (ids.empty()) {
-    return absl::InvalidArgumentError("--prompt_ids: give the prompt as token ids");
+    return absl::InvalidArgumentError("--prompt or --prompt_ids: give a prompt");
   }
   std::vector<int32_t> out;
   for (absl::string_view part : absl::StrSplit(ids, ',')) {
@@ -48,6 +62,7 @@ absl::StatusOr<std::vector<int32_t>> PromptIdsFromFlags(int64_t vocab_size) {
 
 struct Generated {
   std::vector<TokenChoice> tokens;
+  std::string text;
   std::string finish_reason;
   double prefill_seconds = 0, decode_seconds = 0;
 };
@@ -67,6 +82,7 @@ absl::StatusOr<Generated> Generate(Engine& engine, std::vector<int32_t> prompt, 
   while (true) {
     StreamUpdate update = stream->WaitAndTake();
     for (TokenChoice& choice : update.logprobs) out.tokens.push_back(std::move(choice));
+    out.text += update.text;
     if (!update.status.ok()) return update.status;
     if (!update.completion.has_value()) continue;
     const Completion& done = *update.completion;
@@ -114,18 +130,25 @@ absl::Status Run() {
   const int64_t vocab = model->config().vocab_size;
   ASSIGN_OR_RETURN(std::vector<int32_t> buckets, GraphBucketsFromFlags(1));
   ASSIGN_OR_RETURN(auto runner, ModelRunner::Create(std::move(model), backend.get(), buckets));
+  const std::string dir = ModelDirFromFlags();
+  std::shared_ptr<const Tokenizer> tokenizer;
+  if (std::filesystem::exists(std::filesystem::path(dir) / "tokenizer.json")) {
+    ASSIGN_OR_RETURN(tokenizer, Tokenizer::Load(dir));
+  }
   EngineOptions engine_options;
   engine_options.scheduler.max_num_seqs = 1;
   engine_options.scheduler.max_num_batched_tokens = static_cast<int32_t>(options.max_num_tokens);
   engine_options.scheduler.max_model_len = static_cast<int32_t>(options.max_model_len);
   ASSIGN_OR_RETURN(std::unique_ptr<Engine> engine,
-                   Engine::Create(std::move(runner), std::move(backend), /*tokenizer=*/nullptr,
+                   Engine::Create(std::move(runner), std::move(backend), tokenizer,
                                   std::move(engine_options)));
-  ASSIGN_OR_RETURN(std::vector<int32_t> prompt, PromptIdsFromFlags(vocab));
+  ASSIGN_OR_RETURN(std::vector<int32_t> prompt, PromptIdsFromFlags(vocab, tokenizer.get()));
   const size_t prompt_tokens = prompt.size();
   ASSIGN_OR_RETURN(Generated g, Generate(*engine, std::move(prompt), max_tokens));
   if (output == "json") {
     PrintJson(g, prompt_tokens);
+  } else if (tokenizer != nullptr) {
+    std::printf("%s\n", g.text.c_str());
   } else {
     std::string ids;
     for (const TokenChoice& t : g.tokens) absl::StrAppend(&ids, ids.empty() ? "" : " ", t.token);
