@@ -285,35 +285,58 @@ struct GemmImpl {
     }
   }
 
-  // C[MR rows, nr <= kNr columns] += A · B, B read in place (converted as it is loaded).
-  template <class TB, int MR>
-  static void NnTile(const GemmNnArgs& g, const TB* b, int64_t i0, int64_t j0, int64_t nr) {
+  // C[MR rows, nr <= kNr columns] += A · B, B read in place (converted as it is loaded);
+  // kFull: nr == kNr, so no lane masks in the loop.
+  template <class TB, int MR, bool kFull>
+  static void NnTileOf(const GemmNnArgs& g, const TB* b, int64_t i0, int64_t j0, int64_t nr) {
     F r[MR][kNv];
+    const float* a[MR];
+    float* c[MR];
+    for (int i = 0; i < MR; ++i) {
+      a[i] = g.a + (i0 + i) * g.lda;
+      c[i] = g.c + (i0 + i) * g.ldc + j0;
+    }
     auto count = [nr](int v) { return nr - v * kW; };
 #pragma GCC unroll 16
     for (int i = 0; i < MR; ++i) {
 #pragma GCC unroll 4
-      for (int v = 0; v < kNv; ++v) r[i][v] = V::LoadN(g.c + (i0 + i) * g.ldc + j0 + v * kW, count(v));
+      for (int v = 0; v < kNv; ++v) {
+        r[i][v] = kFull ? V::Load(c[i] + v * kW) : V::LoadN(c[i] + v * kW, count(v));
+      }
     }
-    const float* a = g.a + i0 * g.lda;
-    for (int64_t l = 0; l < g.k; ++l) {
-      const TB* brow = b + l * g.ldb + j0;
+    const TB* brow = b + j0;
+    for (int64_t l = 0; l < g.k; ++l, brow += g.ldb) {
       F bv[kNv];
-      if (nr == kNr) {
 #pragma GCC unroll 4
-        for (int v = 0; v < kNv; ++v) bv[v] = V::Load(brow + v * kW);
-      } else {
-        for (int v = 0; v < kNv; ++v) bv[v] = V::LoadN(brow + v * kW, count(v));
+      for (int v = 0; v < kNv; ++v) {
+        bv[v] = kFull ? V::Load(brow + v * kW) : V::LoadN(brow + v * kW, count(v));
       }
 #pragma GCC unroll 16
       for (int i = 0; i < MR; ++i) {
-        const F av = V::Set1(a[i * g.lda + l]);
+        const F av = V::Set1(a[i][l]);
 #pragma GCC unroll 4
         for (int v = 0; v < kNv; ++v) r[i][v] = V::Fma(av, bv[v], r[i][v]);
       }
     }
+#pragma GCC unroll 16
     for (int i = 0; i < MR; ++i) {
-      for (int v = 0; v < kNv; ++v) V::StoreN(g.c + (i0 + i) * g.ldc + j0 + v * kW, r[i][v], count(v));
+#pragma GCC unroll 4
+      for (int v = 0; v < kNv; ++v) {
+        if (kFull) {
+          V::Store(c[i] + v * kW, r[i][v]);
+        } else {
+          V::StoreN(c[i] + v * kW, r[i][v], count(v));
+        }
+      }
+    }
+  }
+
+  template <class TB, int MR>
+  static void NnTile(const GemmNnArgs& g, const TB* b, int64_t i0, int64_t j0, int64_t nr) {
+    if (nr == kNr) {
+      NnTileOf<TB, MR, true>(g, b, i0, j0, nr);
+    } else {
+      NnTileOf<TB, MR, false>(g, b, i0, j0, nr);
     }
   }
 
