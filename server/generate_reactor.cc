@@ -155,13 +155,15 @@ std::optional<RequestId> GenerateReactor::AbandonLocked() {
   client_gone_ = true;
   std::optional<RequestId> abort;
   if (stream_ != nullptr && !stream_ended_) {
-    abort = stream_->id();
+    // An id whose stream the engine has ended is free for reuse: aborting it could hit a
+    // newer request with the same id.
+    if (!stream_->ended()) abort = stream_->id();
     const bool expired = context_->deadline() <= std::chrono::system_clock::now();
     const absl::Status status =
         expired ? absl::DeadlineExceededError("deadline: the call's deadline passed")
                 : absl::CancelledError("the client cancelled the call");
     observer_->OnFailed(status.code());
-    LogFailure(*abort, status);
+    LogFailure(stream_->id(), status);
   }
   if (!finished_ && !write_in_flight_) {
     FinishLocked(absl::CancelledError("the client cancelled the call"));
