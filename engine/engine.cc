@@ -211,11 +211,9 @@ void Engine::Loop() {
       const bool busy = core_->has_work();
       absl::MutexLock lock(&mu_);
       const auto ready = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-        return stop_ || (!failed_ && (busy || !inbox_.empty() || !aborts_.empty()));
+        return stop_ || busy || !inbox_.empty() || !aborts_.empty();
       };
       mu_.Await(absl::Condition(&ready));
-      // After a failure the core holds nothing live and must not be touched again.
-      if (failed_) return;
       stop = stop_;
       inbox.swap(inbox_);
       aborts.swap(aborts_);
@@ -229,6 +227,7 @@ void Engine::Loop() {
     }
     for (const RequestId& id : aborts) core_->Abort(id);
     if (absl::Status status = core_->Step(); !status.ok()) {
+      // The failed step left its batch unfinished: the core must not be touched again.
       Fail(status);
       return;
     }
