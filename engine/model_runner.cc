@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <utility>
 
+#include "absl/strings/str_cat.h"
 #include "engine/status_macros.h"
 
 namespace mlaserve {
@@ -10,6 +11,13 @@ namespace mlaserve {
 absl::StatusOr<std::unique_ptr<ModelRunner>> ModelRunner::Create(
     std::unique_ptr<DeepseekModel> model, Backend* backend,
     const std::vector<int32_t>& graph_buckets) {
+  for (int32_t bucket : graph_buckets) {
+    if (bucket < 1 || bucket > model->options().max_num_seqs) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "graph batch size ", bucket, " is outside [1, max_num_seqs=",
+          model->options().max_num_seqs, "]"));
+    }
+  }
   ASSIGN_OR_RETURN(ForwardBatchBuilder builder,
                    ForwardBatchBuilder::Create(model->forward_limits(), backend));
   std::unique_ptr<ModelRunner> runner(
