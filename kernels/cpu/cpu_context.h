@@ -1,6 +1,7 @@
 // CpuContext: what every CPU op needs besides its params — the ISA kernel table, the thread
 // team and the per-thread scratch that the backend allocates once at construction. The ops
-// (cpu_gemm.cc, cpu_elementwise.cc, cpu_attention.cc, cpu_moe.cc) are free functions over it.
+// (cpu_gemm.cc, cpu_elementwise.cc, cpu_attention.cc, cpu_mla_decode.cc, cpu_moe.cc,
+// cpu_moe_experts.cc) are free functions over it.
 #ifndef MLASERVE_KERNELS_CPU_CPU_CONTEXT_H_
 #define MLASERVE_KERNELS_CPU_CPU_CONTEXT_H_
 
