@@ -52,22 +52,28 @@ long AllocationsPerThreeSteps(ModelRunner& runner, const std::vector<StepSequenc
   return g_allocations.load() - before;
 }
 
+// Token ids and a block table shared by the steps below (the cache content does not matter).
+struct TwoSequences {
+  TwoSequences() : tokens(100), table(7) {
+    std::iota(tokens.begin(), tokens.end(), 3);
+    std::iota(table.begin(), table.end(), 1);
+  }
+  StepSequence Step(int32_t start, int32_t n) const {
+    return {.token_ids = tokens, .start_position = start, .num_new_tokens = n,
+            .block_table = table, .needs_logits = true};
+  }
+  std::vector<int32_t> tokens;
+  std::vector<int32_t> table;
+};
+
 TEST(ForwardAllocationTest, WarmedUpEagerStepsAllocateNothing) {
   auto backend = MakeCpuBackend(2);
   auto runner = MakeRunner(backend.get(), {});
   ASSERT_NE(runner, nullptr);
-
-  std::vector<int32_t> tokens(100);
-  std::iota(tokens.begin(), tokens.end(), 3);
-  std::vector<int32_t> table(7);
-  std::iota(table.begin(), table.end(), 1);
   // A mixed step: one decode over 60 cached tokens and one prefill chunk over 40 cached ones
   // (context rounds), both needing logits.
-  const std::vector<StepSequence> step = {
-      {.token_ids = tokens, .start_position = 60, .num_new_tokens = 1, .block_table = table,
-       .needs_logits = true},
-      {.token_ids = tokens, .start_position = 40, .num_new_tokens = 30, .block_table = table,
-       .needs_logits = true}};
+  const TwoSequences seqs;
+  const std::vector<StepSequence> step = {seqs.Step(60, 1), seqs.Step(40, 30)};
   EXPECT_EQ(AllocationsPerThreeSteps(*runner, step), 0);
   EXPECT_EQ(runner->eager_steps().mixed, 4u);
 }
@@ -76,15 +82,8 @@ TEST(ForwardAllocationTest, GraphReplaysAllocateNothing) {
   auto backend = MakeCpuBackend(2);
   auto runner = MakeRunner(backend.get(), {4});
   ASSERT_NE(runner, nullptr);
-  std::vector<int32_t> tokens(100);
-  std::iota(tokens.begin(), tokens.end(), 3);
-  std::vector<int32_t> table(7);
-  std::iota(table.begin(), table.end(), 1);
-  const std::vector<StepSequence> step = {
-      {.token_ids = tokens, .start_position = 60, .num_new_tokens = 1, .block_table = table,
-       .needs_logits = true},
-      {.token_ids = tokens, .start_position = 90, .num_new_tokens = 1, .block_table = table,
-       .needs_logits = true}};
+  const TwoSequences seqs;
+  const std::vector<StepSequence> step = {seqs.Step(60, 1), seqs.Step(90, 1)};
   EXPECT_EQ(AllocationsPerThreeSteps(*runner, step), 0);
   EXPECT_EQ(runner->graph_replays().at(4), 4u);
 }
