@@ -123,9 +123,10 @@ class Engine {
   //   Unavailable: draining, stopped, or failed.
   absl::StatusOr<std::shared_ptr<RequestStream>> Submit(Request request);
 
-  // Ends a live request: its stream ends with a kAbort completion and its KV blocks are freed
-  // by the engine thread before it runs another step. Returns whether the id was live; unknown
-  // and finished ids return false.
+  // Ends a live request: its stream ends with a kAbort completion (unless the request finished
+  // on its own in the step running meanwhile) and its KV blocks are freed by the engine thread
+  // before it runs another step. Returns whether the id was live; unknown and finished ids
+  // return false.
   bool Abort(const RequestId& id);
 
   // Stops admitting (Submit -> Unavailable), lets live requests run until they end or `timeout`
