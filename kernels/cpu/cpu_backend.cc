@@ -1,7 +1,8 @@
 #include "kernels/cpu/cpu_backend.h"
 
-#include <omp.h>
+#include <sched.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <memory>
 
@@ -13,7 +14,10 @@ namespace {
 
 int ResolveThreads(int num_threads) {
   MLASERVE_CHECK(num_threads >= 0);
-  return num_threads > 0 ? num_threads : omp_get_num_procs();
+  if (num_threads > 0) return num_threads;
+  cpu_set_t cpus;
+  if (sched_getaffinity(0, sizeof cpus, &cpus) != 0) return 1;
+  return std::min(CPU_COUNT(&cpus), CpuThreadPool::kMaxThreads);
 }
 
 char* AllocateArena(int num_threads) {
@@ -27,10 +31,9 @@ char* AllocateArena(int num_threads) {
 }  // namespace
 
 CpuBackend::CpuBackend(int num_threads)
-    : CpuBackend(ResolveThreads(num_threads), AllocateArena(ResolveThreads(num_threads))) {}
-
-CpuBackend::CpuBackend(int num_threads, char* arena)
-    : arena_(arena), ctx_(GetCpuKernels(SelectCpuIsa()), num_threads, arena) {}
+    : pool_(std::make_unique<CpuThreadPool>(ResolveThreads(num_threads))),
+      arena_(AllocateArena(pool_->size())),
+      ctx_(GetCpuKernels(SelectCpuIsa()), *pool_, arena_) {}
 
 CpuBackend::~CpuBackend() { std::free(arena_); }
 

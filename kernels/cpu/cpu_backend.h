@@ -1,7 +1,7 @@
 // CpuBackend: the production CPU backend. Same op semantics as the RefBackend oracle
 // (kernels/params.h), run with SIMD kernels chosen at construction for this processor
 // (AVX-512, AVX2 or portable; MLASERVE_CPU_ISA caps the choice, see cpu_features.h) on a
-// persistent OpenMP team of num_threads() threads.
+// persistent team of num_threads() threads (cpu_thread_pool.h), the caller being one of them.
 //
 // Memory: all scratch (per-thread GEMM packing panels, attention and routing buffers) is
 // allocated once, here at construction, for the largest shapes the ops accept; ops never
@@ -16,6 +16,7 @@
 
 #include "kernels/cpu/cpu_context.h"
 #include "kernels/cpu/cpu_features.h"
+#include "kernels/cpu/cpu_thread_pool.h"
 #include "kernels/host_backend.h"
 
 namespace mlaserve {
@@ -48,8 +49,7 @@ class CpuBackend : public HostBackend {
   void RunMoeExperts(const MoeExpertsParams& p) override { CpuMoeExperts(ctx_, p); }
 
  private:
-  CpuBackend(int num_threads, char* arena);
-
+  std::unique_ptr<CpuThreadPool> pool_;
   char* arena_;  // num_threads() * CpuContext::kThreadScratchBytes, owned
   CpuContext ctx_;
 };

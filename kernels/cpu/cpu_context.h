@@ -5,11 +5,10 @@
 #ifndef MLASERVE_KERNELS_CPU_CPU_CONTEXT_H_
 #define MLASERVE_KERNELS_CPU_CPU_CONTEXT_H_
 
-#include <omp.h>
-
 #include <cstdint>
 
 #include "kernels/cpu/cpu_kernels.h"
+#include "kernels/cpu/cpu_thread_pool.h"
 #include "kernels/params.h"
 
 namespace mlaserve {
@@ -42,12 +41,13 @@ class CpuContext {
   static constexpr int64_t kThreadScratchBytes =
       (kGemmScratchFloats + kOpScratchFloats) * 4 + kIndexScratch * 4;
 
-  // `arena`: num_threads * kThreadScratchBytes bytes, 64-byte aligned, owned by the caller.
-  CpuContext(const CpuKernels& kernels, int num_threads, char* arena)
-      : kernels_(&kernels), num_threads_(num_threads), arena_(arena) {}
+  // `arena`: pool.size() * kThreadScratchBytes bytes, 64-byte aligned. Both are owned by the
+  // caller and outlive the context.
+  CpuContext(const CpuKernels& kernels, CpuThreadPool& pool, char* arena)
+      : kernels_(&kernels), pool_(&pool), arena_(arena) {}
 
   const CpuKernels& k() const { return *kernels_; }
-  int num_threads() const { return num_threads_; }
+  int num_threads() const { return pool_->size(); }
 
   // Scratch private to thread `t` of the current parallel region (t < num_threads()).
   float* GemmScratch(int t) const { return reinterpret_cast<float*>(Thread(t)); }
@@ -61,27 +61,25 @@ class CpuContext {
   int ThreadsFor(int64_t work) const {
     constexpr int64_t kWorkPerThread = 1 << 17;
     const int64_t t = work / kWorkPerThread;
-    return t < 1 ? 1 : (t < num_threads_ ? static_cast<int>(t) : num_threads_);
+    return t < 1 ? 1 : (t < num_threads() ? static_cast<int>(t) : num_threads());
   }
 
-  // Runs fn(thread, team_size) on `threads` threads of the persistent OpenMP team (inline
-  // when threads == 1). fn may use `#pragma omp barrier`. team_size may be below `threads`
-  // if the OpenMP runtime grants fewer, so work must be split by the team_size passed in.
+  // Runs fn(thread, threads) for thread < threads on the persistent team, the calling thread
+  // taking part, and returns when all are done. fn may call Barrier().
   template <class Fn>
   void Parallel(int threads, Fn&& fn) const {
-    if (threads <= 1) {
-      fn(0, 1);
-      return;
-    }
-#pragma omp parallel num_threads(threads)
-    fn(omp_get_thread_num(), omp_get_num_threads());
+    auto body = [&fn, threads](int t) { fn(t, threads); };
+    pool_->Run(threads, body);
   }
+
+  // Inside Parallel: waits for every thread of the region.
+  void Barrier() const { pool_->Barrier(); }
 
  private:
   char* Thread(int t) const { return arena_ + static_cast<int64_t>(t) * kThreadScratchBytes; }
 
   const CpuKernels* kernels_;
-  int num_threads_;
+  CpuThreadPool* pool_;
   char* arena_;
 };
 

@@ -4,6 +4,7 @@
 // sequences as threads each thread takes whole sequences; with fewer, every sequence's
 // positions are split over the team and the partial results merged by their log-sum-exp.
 // Either way a call synchronises the team once per parallel region and nowhere else.
+#include <atomic>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -147,10 +148,12 @@ void CpuMlaDecode(const CpuContext& ctx, const MlaDecodeParams& p) {
 
   if (num_seqs >= threads) {
     // Whole (sequence, head group) items per thread, normalised in place.
+    // Items are claimed one at a time: sequence lengths differ.
+    std::atomic<int64_t> next_item{0};
     ctx.Parallel(threads, [&](int t, int) {
       const Partial mine(ctx.OpScratch(t), d);
-#pragma omp for schedule(dynamic, 1) nowait
-      for (int64_t item = 0; item < num_seqs * groups; ++item) {
+      for (int64_t item = next_item.fetch_add(1, std::memory_order_relaxed);
+           item < num_seqs * groups; item = next_item.fetch_add(1, std::memory_order_relaxed)) {
         const int64_t s = item / groups, h0 = item % groups * d.head_group;
         const int64_t hg = num_heads - h0 < d.head_group ? num_heads - h0 : d.head_group;
         Attend(ctx, t, p, d, s, h0, hg, 0, seq_len(s), mine);
@@ -169,22 +172,20 @@ void CpuMlaDecode(const CpuContext& ctx, const MlaDecodeParams& p) {
   for (int64_t s = 0; s < num_seqs; ++s) {
     for (int64_t h0 = 0; h0 < num_heads; h0 += d.head_group) {
       const int64_t hg = num_heads - h0 < d.head_group ? num_heads - h0 : d.head_group;
-      int team_size = 1;
       ctx.Parallel(threads, [&](int t, int team) {
-        if (t == 0) team_size = team;
         const Range pos = SplitRange(seq_len(s), team, t, d.block_size);
         Attend(ctx, t, p, d, s, h0, hg, pos.begin, pos.end, Partial(ctx.OpScratch(t), d));
       });
       for (int64_t h = 0; h < hg; ++h) {
         float global_max = kNegInf;
-        for (int u = 0; u < team_size; ++u) {
+        for (int u = 0; u < threads; ++u) {
           const float m = Partial(ctx.OpScratch(u), d).row_max[h];
           global_max = m > global_max ? m : global_max;
         }
         float* out = OutRow(p, s, h0 + h);
         for (int64_t c = 0; c < rank; ++c) out[c] = 0.0f;
         float total = 0.0f;
-        for (int u = 0; u < team_size; ++u) {
+        for (int u = 0; u < threads; ++u) {
           const Partial part(ctx.OpScratch(u), d);
           if (part.row_max[h] == kNegInf) continue;  // an empty position range
           const float w = std::exp(part.row_max[h] - global_max);

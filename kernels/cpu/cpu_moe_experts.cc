@@ -163,7 +163,7 @@ void CpuMoeExperts(const CpuContext& ctx, const MoeExpertsParams& p) {
                      }
                    });
     }
-#pragma omp barrier
+    ctx.Barrier();
     const Range hid = SplitRange(hidden, team, t, panel);
     if (hid.begin == hid.end) return;
     ForEachChunk(p, num_experts, top_k, num_pairs, rows,

@@ -72,16 +72,24 @@ struct Buffer {
   }
 };
 
-// Args: m, n, k. Weights bf16 [n, k].
+// Args: m, n, k. Weights bf16 [n, k]. Decode shapes (m <= 16) rotate over enough copies of the
+// weights to fill 512 MiB, so that every call streams them from memory as a decode step does,
+// not from a last-level cache that holds a single copy.
 void BM_Gemm(benchmark::State& state) {
   const int64_t m = state.range(0), n = state.range(1), k = state.range(2);
-  Buffer a(DType::kF32, {m, k}, 1), b(DType::kBF16, {n, k}, 2), out(DType::kF32, {m, n}, 3);
-  Cpu().Gemm({.a = a.view, .b = b.view, .out = out.view});  // first touch of out, off the clock
+  const int64_t weight_bytes = n * k * 2;
+  const int64_t copies = m <= 16 ? ((int64_t{512} << 20) + weight_bytes - 1) / weight_bytes : 1;
+  std::vector<Buffer> b;
+  for (int64_t i = 0; i < copies; ++i) b.emplace_back(DType::kBF16, std::initializer_list<int64_t>{n, k}, 2 + i);
+  Buffer a(DType::kF32, {m, k}, 1), out(DType::kF32, {m, n});
+  Cpu().Gemm({.a = a.view, .b = b[0].view, .out = out.view});  // first touch of out, off the clock
+  int64_t next = 0;
   for (auto _ : state) {
-    Cpu().Gemm({.a = a.view, .b = b.view, .out = out.view});
+    Cpu().Gemm({.a = a.view, .b = b[next].view, .out = out.view});
+    next = next + 1 == copies ? 0 : next + 1;
     benchmark::DoNotOptimize(out.view.data());
   }
-  state.counters["GB/s"] = benchmark::Counter(static_cast<double>(n * k * 2) * 1e-9,
+  state.counters["GB/s"] = benchmark::Counter(static_cast<double>(weight_bytes) * 1e-9,
                                               benchmark::Counter::kIsIterationInvariantRate);
   state.counters["GFLOP/s"] = benchmark::Counter(2.0 * m * n * k * 1e-9,
                                                  benchmark::Counter::kIsIterationInvariantRate);
@@ -100,59 +108,79 @@ void GemmArgs(benchmark::internal::Benchmark* b) {
 }
 BENCHMARK(BM_Gemm)->Apply(GemmArgs)->UseRealTime()->Unit(benchmark::kMillisecond);
 
-// Arg: tokens. Routing is uniform random, as the lite-slice router roughly is.
+// The aligned order of one uniformly random routing of `tokens` tokens.
+struct Routing {
+  Buffer sorted, blocks, offsets, post_pad;
+  int64_t active_experts = 0;
+
+  Routing(int64_t tokens, int64_t len, std::mt19937& rng)
+      : sorted(DType::kI32, {len}),
+        blocks(DType::kI32, {(len + kAlignBlock - 1) / kAlignBlock}),
+        offsets(DType::kI32, {kExperts + 1}),
+        post_pad(DType::kI32, {1}) {
+    std::vector<int32_t> ids(tokens * kTopK), experts(kExperts);
+    for (int64_t t = 0; t < tokens; ++t) {
+      for (int32_t e = 0; e < kExperts; ++e) experts[e] = e;
+      std::shuffle(experts.begin(), experts.end(), rng);
+      for (int64_t k = 0; k < kTopK; ++k) ids[t * kTopK + k] = experts[k];
+    }
+    Buffer topk_ids({tokens, kTopK}, ids);
+    Cpu().MoeAlignBlockSize({.topk_ids = topk_ids.view,
+                             .num_experts = static_cast<int>(kExperts),
+                             .block_size = kAlignBlock,
+                             .sorted_ids = sorted.view,
+                             .block_expert_ids = blocks.view,
+                             .expert_offsets = offsets.view,
+                             .num_tokens_post_pad = post_pad.view});
+    for (int64_t e = 0; e < kExperts; ++e) {
+      active_experts += offsets.view.ptr<int32_t>()[e + 1] > offsets.view.ptr<int32_t>()[e];
+    }
+  }
+};
+
+// Arg: tokens. Routing is uniform random, as the lite-slice router roughly is; a single token
+// rotates over 16 routings, so that its experts come from memory as in decode.
 void BM_MoeExperts(benchmark::State& state) {
   const int64_t tokens = state.range(0);
   const int64_t pairs = tokens * kTopK;
   const int64_t len = pairs + kExperts * (kAlignBlock - 1);
   std::mt19937 rng(4);
-  std::vector<int32_t> ids(pairs);
-  for (int64_t t = 0; t < tokens; ++t) {
-    std::vector<int32_t> experts(kExperts);
-    for (int32_t e = 0; e < kExperts; ++e) experts[e] = e;
-    std::shuffle(experts.begin(), experts.end(), rng);
-    for (int64_t k = 0; k < kTopK; ++k) ids[t * kTopK + k] = experts[k];
-  }
+  std::vector<Routing> routings;
+  for (int i = 0; i < (tokens == 1 ? 16 : 1); ++i) routings.emplace_back(tokens, len, rng);
   Buffer x(DType::kF32, {tokens, kHidden}, 5);
   Buffer w13(DType::kBF16, {kExperts, 2 * kExpertInter, kHidden}, 6);
   Buffer w2(DType::kBF16, {kExperts, kHidden, kExpertInter}, 7);
   Buffer weights(DType::kF32, {tokens, kTopK}, 8);
-  Buffer topk_ids({tokens, kTopK}, ids);
-  Buffer sorted(DType::kI32, {len}), blocks(DType::kI32, {(len + kAlignBlock - 1) / kAlignBlock});
-  Buffer offsets(DType::kI32, {kExperts + 1}), post_pad(DType::kI32, {1});
-  Cpu().MoeAlignBlockSize({.topk_ids = topk_ids.view,
-                           .num_experts = static_cast<int>(kExperts),
-                           .block_size = kAlignBlock,
-                           .sorted_ids = sorted.view,
-                           .block_expert_ids = blocks.view,
-                           .expert_offsets = offsets.view,
-                           .num_tokens_post_pad = post_pad.view});
   Buffer gate_up(DType::kF32, {len, 2 * kExpertInter}), act(DType::kF32, {len, kExpertInter});
   Buffer down(DType::kF32, {len, kHidden}), out(DType::kF32, {tokens, kHidden});
+  std::vector<MoeExpertsParams> params;
   int64_t active = 0;
-  for (int64_t e = 0; e < kExperts; ++e) {
-    active += offsets.view.ptr<int32_t>()[e + 1] > offsets.view.ptr<int32_t>()[e] ? 1 : 0;
+  for (const Routing& r : routings) {
+    params.push_back({.x = x.view,
+                      .w13 = w13.view,
+                      .w2 = w2.view,
+                      .topk_weights = weights.view,
+                      .sorted_ids = r.sorted.view,
+                      .block_expert_ids = r.blocks.view,
+                      .expert_offsets = r.offsets.view,
+                      .num_tokens_post_pad = r.post_pad.view,
+                      .block_size = kAlignBlock,
+                      .workspace_gate_up = gate_up.view,
+                      .workspace_act = act.view,
+                      .workspace_down = down.view,
+                      .out = out.view});
+    active += r.active_experts;
   }
-  const MoeExpertsParams params{.x = x.view,
-                                .w13 = w13.view,
-                                .w2 = w2.view,
-                                .topk_weights = weights.view,
-                                .sorted_ids = sorted.view,
-                                .block_expert_ids = blocks.view,
-                                .expert_offsets = offsets.view,
-                                .num_tokens_post_pad = post_pad.view,
-                                .block_size = kAlignBlock,
-                                .workspace_gate_up = gate_up.view,
-                                .workspace_act = act.view,
-                                .workspace_down = down.view,
-                                .out = out.view};
-  Cpu().MoeExperts(params);  // first touch of the workspaces, off the clock
+  Cpu().MoeExperts(params[0]);  // first touch of the workspaces, off the clock
+  size_t next = 0;
   for (auto _ : state) {
-    Cpu().MoeExperts(params);
+    Cpu().MoeExperts(params[next]);
+    next = next + 1 == params.size() ? 0 : next + 1;
     benchmark::DoNotOptimize(out.view.data());
   }
   const double expert_params = 3.0 * kExpertInter * kHidden;
-  state.counters["GB/s"] = benchmark::Counter(active * expert_params * 2 * 1e-9,
+  const double active_per_call = static_cast<double>(active) / static_cast<double>(params.size());
+  state.counters["GB/s"] = benchmark::Counter(active_per_call * expert_params * 2 * 1e-9,
                                               benchmark::Counter::kIsIterationInvariantRate);
   state.counters["GFLOP/s"] = benchmark::Counter(
       2.0 * pairs * expert_params * 1e-9, benchmark::Counter::kIsIterationInvariantRate);

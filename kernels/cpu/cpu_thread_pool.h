@@ -1,0 +1,74 @@
+// CpuThreadPool: the persistent team that runs the CPU backend's ops. Workers are started once
+// and wait between ops by spinning briefly, then sleeping on a futex (std::atomic::wait).
+//
+// Why not OpenMP's team: libgomp's idle threads spin for milliseconds (GOMP_SPINCOUNT) before
+// they sleep, which on a host shared with other work steals the core the op's other threads
+// need. On the 2-vCPU development host under load, decode GEMVs ran 3x slower with it than with
+// OMP_WAIT_POLICY=passive, which in turn costs ~20 µs per op when the host is idle. A bounded
+// spin (kSpinNanos) keeps back-to-back ops at a few microseconds and gives the core away soon
+// after. See docs/performance.md, "CPU kernels".
+//
+// Thread-compatible: one thread at a time calls Run (the backend's owner); Barrier is called
+// only from inside a Run by its participants.
+#ifndef MLASERVE_KERNELS_CPU_CPU_THREAD_POOL_H_
+#define MLASERVE_KERNELS_CPU_CPU_THREAD_POOL_H_
+
+#include <atomic>
+#include <cstdint>
+#include <thread>
+#include <vector>
+
+namespace mlaserve {
+
+class CpuThreadPool {
+ public:
+  static constexpr int kMaxThreads = 255;
+
+  // Starts num_threads - 1 workers (1 <= num_threads <= kMaxThreads); the caller of Run is
+  // participant 0.
+  explicit CpuThreadPool(int num_threads);
+  ~CpuThreadPool();
+  CpuThreadPool(const CpuThreadPool&) = delete;
+  CpuThreadPool& operator=(const CpuThreadPool&) = delete;
+
+  int size() const { return static_cast<int>(workers_.size()) + 1; }
+
+  // Runs fn(t) for every t < threads, t = 0 on the calling thread, and returns when all have
+  // returned. REQUIRES: 1 <= threads <= size(); not called from inside a Run.
+  template <class Fn>
+  void Run(int threads, Fn& fn) {
+    RunJob(threads, [](void* f, int t) { (*static_cast<Fn*>(f))(t); }, &fn);
+  }
+
+  // Waits until all participants of the current Run have called Barrier (as many times).
+  void Barrier();
+
+  // How long a waiting thread spins before it sleeps.
+  static constexpr int64_t kSpinNanos = 50'000;
+
+ private:
+  using Job = void (*)(void* fn, int t);
+
+  void RunJob(int threads, Job job, void* fn);
+  void WorkerLoop(int index);
+  // Returns once value != old, spinning for up to kSpinNanos first.
+  static void WaitWhileEquals(const std::atomic<uint32_t>& value, uint32_t old);
+
+  std::vector<std::thread> workers_;
+  // Written by Run before it bumps generation_ (release) and read by the workers it activates
+  // after (acquire); not written again until those workers are done.
+  Job job_ = nullptr;
+  void* fn_ = nullptr;
+  int active_ = 0;
+  // (Run count << 8) | participants of that Run (kMaxThreads fits the low byte): an idle worker learns from this word alone
+  // that it is not needed, so it never reads job_ while the next Run writes it.
+  std::atomic<uint32_t> generation_{0};
+  std::atomic<bool> stop_{false};
+  std::atomic<uint32_t> pending_{0};  // workers of the current Run still busy
+  std::atomic<uint32_t> barrier_arrived_{0};
+  std::atomic<uint32_t> barrier_generation_{0};
+};
+
+}  // namespace mlaserve
+
+#endif  // MLASERVE_KERNELS_CPU_CPU_THREAD_POOL_H_

@@ -1,0 +1,84 @@
+// CpuThreadPool: every participant runs exactly once per Run, Barrier separates phases, and
+// back-to-back, partial and spaced-out Runs (the spin and the sleep paths) neither lose a
+// wake-up nor run a stale job.
+#include "kernels/cpu/cpu_thread_pool.h"
+
+#include <atomic>
+#include <chrono>
+#include <thread>
+#include <vector>
+
+#include "gtest/gtest.h"
+
+namespace mlaserve {
+namespace {
+
+TEST(CpuThreadPoolTest, EveryParticipantRunsOncePerRun) {
+  CpuThreadPool pool(4);
+  ASSERT_EQ(pool.size(), 4);
+  for (int threads = 1; threads <= 4; ++threads) {
+    std::vector<std::atomic<int>> calls(4);
+    auto body = [&](int t) { calls[t].fetch_add(1); };
+    pool.Run(threads, body);
+    for (int t = 0; t < 4; ++t) EXPECT_EQ(calls[t].load(), t < threads ? 1 : 0) << threads;
+  }
+}
+
+TEST(CpuThreadPoolTest, CallerIsParticipantZero) {
+  CpuThreadPool pool(3);
+  std::thread::id seen;
+  auto body = [&](int t) {
+    if (t == 0) seen = std::this_thread::get_id();
+  };
+  pool.Run(3, body);
+  EXPECT_EQ(seen, std::this_thread::get_id());
+}
+
+TEST(CpuThreadPoolTest, BarrierSeparatesPhases) {
+  CpuThreadPool pool(3);
+  constexpr int kPhases = 200;
+  std::vector<std::atomic<int>> progress(3);
+  std::atomic<int> violations{0};
+  auto body = [&](int t) {
+    for (int phase = 1; phase <= kPhases; ++phase) {
+      progress[t].store(phase);
+      pool.Barrier();
+      // Everyone stored this phase; the second barrier keeps the next stores back.
+      for (int u = 0; u < 3; ++u) {
+        const int p = progress[u].load();
+        if (p != phase) violations.fetch_add(1);
+      }
+      pool.Barrier();
+    }
+  };
+  pool.Run(3, body);
+  EXPECT_EQ(violations.load(), 0);
+  for (int t = 0; t < 3; ++t) EXPECT_EQ(progress[t].load(), kPhases);
+}
+
+TEST(CpuThreadPoolTest, ManyBackToBackRunsOfVaryingWidth) {
+  CpuThreadPool pool(3);
+  std::atomic<int64_t> total{0};
+  int64_t expected = 0;
+  for (int i = 0; i < 20000; ++i) {
+    const int threads = 1 + i % 3;
+    auto body = [&](int t) { total.fetch_add(t + 1); };
+    pool.Run(threads, body);
+    expected += threads * (threads + 1) / 2;
+  }
+  EXPECT_EQ(total.load(), expected);
+}
+
+TEST(CpuThreadPoolTest, RunsAfterWorkersFellAsleep) {
+  CpuThreadPool pool(2);
+  std::atomic<int> calls{0};
+  auto body = [&](int) { calls.fetch_add(1); };
+  for (int i = 0; i < 5; ++i) {
+    std::this_thread::sleep_for(std::chrono::nanoseconds(4 * CpuThreadPool::kSpinNanos));
+    pool.Run(2, body);
+  }
+  EXPECT_EQ(calls.load(), 10);
+}
+
+}  // namespace
+}  // namespace mlaserve
