@@ -80,11 +80,20 @@ struct Avx2 {
     return _mm256_andnot_ps(underflow, _mm256_mul_ps(p, _mm256_castsi256_ps(bits)));
   }
 
-  // dst[c * dst_ld + r] = src[r * ld + c] for r, c < 8.
-  template <class TB>
-  static void PackTile(const TB* src, int64_t ld, float* dst, int64_t dst_ld) {
+  static void LoadBf16Pairs(const uint32_t* p, F& even, F& odd) {
+    const __m256i w = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+    even = _mm256_castsi256_ps(_mm256_slli_epi32(w, 16));
+    odd = _mm256_castsi256_ps(
+        _mm256_and_si256(w, _mm256_set1_epi32(static_cast<int>(0xffff0000u))));
+  }
+
+  // Word c of row r (rows src_ld_bytes apart) goes to dst[c * dst_ld + r], r, c < 8.
+  static void Transpose32(const void* src, int64_t src_ld_bytes, void* dst, int64_t dst_ld) {
     F r[8], t[8], u[8];
-    for (int i = 0; i < 8; ++i) r[i] = Load(src + i * ld);
+    for (int i = 0; i < 8; ++i) {
+      r[i] = _mm256_loadu_ps(
+          reinterpret_cast<const float*>(static_cast<const char*>(src) + i * src_ld_bytes));
+    }
     for (int i = 0; i < 8; i += 2) {
       t[i] = _mm256_unpacklo_ps(r[i], r[i + 1]);
       t[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);
@@ -96,9 +105,10 @@ struct Avx2 {
       u[g + 3] = _mm256_shuffle_ps(t[g + 1], t[g + 3], 0xEE);
     }
     // u[4 * q + c] holds, in 128-bit lane L, rows 4q..4q+3 of column 4L + c.
+    float* out = static_cast<float*>(dst);
     for (int c = 0; c < 4; ++c) {
-      Store(dst + c * dst_ld, _mm256_permute2f128_ps(u[c], u[4 + c], 0x20));
-      Store(dst + (c + 4) * dst_ld, _mm256_permute2f128_ps(u[c], u[4 + c], 0x31));
+      Store(out + c * dst_ld, _mm256_permute2f128_ps(u[c], u[4 + c], 0x20));
+      Store(out + (c + 4) * dst_ld, _mm256_permute2f128_ps(u[c], u[4 + c], 0x31));
     }
   }
 };

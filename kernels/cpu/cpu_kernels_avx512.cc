@@ -75,12 +75,20 @@ struct Avx512 {
     return _mm512_scalef_ps(p, n);
   }
 
-  // dst[c * dst_ld + r] = src[r * ld + c] for r, c < 16: a 16 x 16 transpose in four shuffle
-  // stages (pairs, quads within 128-bit lanes, then 128-bit lanes twice).
-  template <class TB>
-  static void PackTile(const TB* src, int64_t ld, float* dst, int64_t dst_ld) {
+  static void LoadBf16Pairs(const uint32_t* p, F& even, F& odd) {
+    const __m512i w = _mm512_loadu_si512(p);
+    even = _mm512_castsi512_ps(_mm512_slli_epi32(w, 16));
+    odd = _mm512_castsi512_ps(_mm512_and_si512(w, _mm512_set1_epi32(static_cast<int>(0xffff0000u))));
+  }
+
+  // Word c of row r (rows src_ld_bytes apart) goes to dst[c * dst_ld + r], r, c < 16: a 16 x 16
+  // transpose in four shuffle stages (pairs, quads within 128-bit lanes, then 128-bit lanes
+  // twice).
+  static void Transpose32(const void* src, int64_t src_ld_bytes, void* dst, int64_t dst_ld) {
     F r[16], t[16], u[16];
-    for (int i = 0; i < 16; ++i) r[i] = Load(src + i * ld);
+    for (int i = 0; i < 16; ++i) {
+      r[i] = _mm512_loadu_ps(static_cast<const char*>(src) + i * src_ld_bytes);
+    }
     for (int i = 0; i < 16; i += 2) {
       t[i] = _mm512_unpacklo_ps(r[i], r[i + 1]);
       t[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]);
@@ -92,15 +100,16 @@ struct Avx512 {
       u[g + 3] = _mm512_shuffle_ps(t[g + 1], t[g + 3], 0xEE);
     }
     // u[4 * q + c] holds, in 128-bit lane L, rows 4q..4q+3 of column 4L + c.
+    float* out = static_cast<float*>(dst);
     for (int c = 0; c < 4; ++c) {
       const F va = _mm512_shuffle_f32x4(u[c], u[4 + c], 0x88);
       const F wa = _mm512_shuffle_f32x4(u[c], u[4 + c], 0xDD);
       const F vb = _mm512_shuffle_f32x4(u[8 + c], u[12 + c], 0x88);
       const F wb = _mm512_shuffle_f32x4(u[8 + c], u[12 + c], 0xDD);
-      Store(dst + (c + 0) * dst_ld, _mm512_shuffle_f32x4(va, vb, 0x88));
-      Store(dst + (c + 8) * dst_ld, _mm512_shuffle_f32x4(va, vb, 0xDD));
-      Store(dst + (c + 4) * dst_ld, _mm512_shuffle_f32x4(wa, wb, 0x88));
-      Store(dst + (c + 12) * dst_ld, _mm512_shuffle_f32x4(wa, wb, 0xDD));
+      Store(out + (c + 0) * dst_ld, _mm512_shuffle_f32x4(va, vb, 0x88));
+      Store(out + (c + 8) * dst_ld, _mm512_shuffle_f32x4(va, vb, 0xDD));
+      Store(out + (c + 4) * dst_ld, _mm512_shuffle_f32x4(wa, wb, 0x88));
+      Store(out + (c + 12) * dst_ld, _mm512_shuffle_f32x4(wa, wb, 0xDD));
     }
   }
 };

@@ -44,9 +44,13 @@ struct Scalar {
   static float ReduceAdd(F x) { return x; }
   static float Lane0(F x) { return x; }
   static F Exp(F x) { return std::exp(x); }
-  template <class TB>
-  static void PackTile(const TB* src, int64_t ld, float* dst, int64_t dst_ld) {
-    *dst = Load(src);
+  static void LoadBf16Pairs(const uint32_t* p, F& even, F& odd) {
+    const uint32_t lo = *p << 16, hi = *p & 0xffff0000u;
+    __builtin_memcpy(&even, &lo, sizeof even);
+    __builtin_memcpy(&odd, &hi, sizeof odd);
+  }
+  static void Transpose32(const void* src, int64_t src_ld_bytes, void* dst, int64_t dst_ld) {
+    __builtin_memcpy(dst, src, 4);
   }
 };
 

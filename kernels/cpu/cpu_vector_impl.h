@@ -117,7 +117,7 @@ CpuKernels MakeCpuKernels(CpuIsa isa) {
   k.isa = isa;
   k.gemm_panel_cols = G::kNr;
   k.gemm = &G::Run;
-  k.gemm_nn = &G::RunNn;
+  k.gemm_nn = &GemvImpl<V>::RunNn;
   k.max = &E::Max;
   k.exp_sum = &E::ExpSum;
   k.scale = &E::Scale;

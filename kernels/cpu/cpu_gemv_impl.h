@@ -1,0 +1,208 @@
+// The unpacked GEMM paths of CpuKernels over a SIMD traits type V (see cpu_gemm_impl.h for the
+// rules of these headers): dot products for a few rows of A against weight rows streamed once
+// (decode), and C += A · B over rows of B read in place (attention's value product).
+#ifndef MLASERVE_KERNELS_CPU_CPU_GEMV_IMPL_H_
+#define MLASERVE_KERNELS_CPU_CPU_GEMV_IMPL_H_
+
+#include <cstdint>
+#include <utility>
+
+#include "kernels/cpu/cpu_kernels.h"
+
+namespace mlaserve::cpu_impl {
+
+template <class V>
+struct GemvImpl {
+  using F = typename V::F;
+  static constexpr int kW = V::kW;
+  static constexpr int kNv = V::kGemmNv;
+  static constexpr int kNr = kW * kNv;
+  static constexpr int kMr = V::kGemmMr;
+  // Up to this many rows of A, B is streamed once through dot products instead of packed:
+  // packing costs more than it saves when each B element is used by only a few rows.
+  static constexpr int64_t kMaxM = 16;
+
+  static int64_t Lo(int64_t a, int64_t b) { return a < b ? a : b; }
+  static const float* ARow(const GemmArgs& g, int64_t i) {
+    return g.a + (g.a_rows != nullptr ? g.a_rows[i] : i) * g.lda;
+  }
+  static float* CRow(const GemmArgs& g, int64_t i) {
+    return g.c + (g.c_rows != nullptr ? g.c_rows[i] : i) * g.ldc;
+  }
+
+  // Rows [j, j + R) of C for the M rows of A: every B element is loaded once.
+  template <class TB, int M, int R>
+  static void GemvTile(const float* const* a, const TB* b, int64_t ldb, int64_t k,
+                       float* const* c, int64_t j, bool acc) {
+    F s[M][R];
+#pragma GCC unroll 16
+    for (int i = 0; i < M; ++i) {
+#pragma GCC unroll 16
+      for (int r = 0; r < R; ++r) s[i][r] = V::Zero();
+    }
+    const TB* rows[R];
+    for (int r = 0; r < R; ++r) rows[r] = b + (j + r) * ldb;
+    // Demand loads alone keep too few lines in flight to cover memory latency when the
+    // arithmetic per line is high (several rows of A), so the same columns of the next R
+    // weight rows are requested one tile ahead, into L2.
+    const int64_t ahead = R * ldb;
+    auto step = [&](int64_t l, auto load_b, auto load_a) {
+      F bv[R];
+#pragma GCC unroll 16
+      for (int r = 0; r < R; ++r) {
+        __builtin_prefetch(rows[r] + ahead + l, 0, 2);
+        bv[r] = load_b(rows[r] + l);
+      }
+#pragma GCC unroll 16
+      for (int i = 0; i < M; ++i) {
+        const F av = load_a(a[i] + l);
+#pragma GCC unroll 16
+        for (int r = 0; r < R; ++r) s[i][r] = V::Fma(av, bv[r], s[i][r]);
+      }
+    };
+    int64_t l = 0;
+    for (; l + kW <= k; l += kW) {
+      step(l, [](const TB* p) { return V::Load(p); }, [](const float* p) { return V::Load(p); });
+    }
+    if (l < k) {
+      const int64_t n = k - l;
+      step(l, [n](const TB* p) { return V::LoadN(p, n); },
+           [n](const float* p) { return V::LoadN(p, n); });
+    }
+    for (int i = 0; i < M; ++i) {
+      for (int r = 0; r < R; ++r) {
+        const float v = V::ReduceAdd(s[i][r]);
+        c[i][j + r] = acc ? c[i][j + r] + v : v;
+      }
+    }
+  }
+
+  template <class TB, int M>
+  static void Gemv(const GemmArgs& g, float* scratch) {
+    constexpr int kRows = V::kGemvAcc / M < 1 ? 1 : (V::kGemvAcc / M > 4 ? 4 : V::kGemvAcc / M);
+    // Depth per pass: the M rows of A (32 KiB) stay in L1 while every weight row of the
+    // thread streams past them once per pass; A read from L2 instead would limit the stream.
+    // They are copied at a pitch of kDepth plus one cache line: rows of A (and B) a multiple
+    // of 4 KiB apart would all compete for the same L1 sets.
+    constexpr int64_t kDepth = (32 * 1024 / (4 * M)) / 64 * 64;
+    constexpr int64_t kPitch = kDepth + 16;
+    static_assert(M * kPitch <= kGemmScratchFloats);
+    const float* a[M];
+    float* c[M];
+    const TB* b = static_cast<const TB*>(g.b);
+    for (int64_t k0 = 0; k0 < g.k; k0 += kDepth) {
+      const int64_t kb = Lo(kDepth, g.k - k0);
+      const bool acc = g.accumulate || k0 > 0;
+      for (int i = 0; i < M; ++i) {
+        const float* src = ARow(g, i) + k0;
+        float* dst = scratch + i * kPitch;
+        for (int64_t l = 0; l < kb; ++l) dst[l] = src[l];
+        a[i] = dst;
+        c[i] = CRow(g, i);
+      }
+      int64_t j = g.n_begin;
+      for (; j + kRows <= g.n_end; j += kRows) {
+        GemvTile<TB, M, kRows>(a, b + k0, g.ldb, kb, c, j, acc);
+      }
+      for (; j < g.n_end; ++j) GemvTile<TB, M, 1>(a, b + k0, g.ldb, kb, c, j, acc);
+    }
+  }
+
+  template <class TB, size_t... I>
+  static void GemvFor(const GemmArgs& g, float* scratch, std::index_sequence<I...>) {
+    using Fn = void (*)(const GemmArgs&, float*);
+    static constexpr Fn kTable[] = {&Gemv<TB, static_cast<int>(I) + 1>...};
+    kTable[g.m - 1](g, scratch);
+  }
+
+  // C rows i < m (m <= kMaxM), columns [n_begin, n_end). scratch: kGemmScratchFloats.
+  template <class TB>
+  static void Run(const GemmArgs& g, float* scratch) {
+    GemvFor<TB>(g, scratch, std::make_index_sequence<kMaxM>());
+  }
+
+  // C[MR rows, nr <= kNr columns] += A · B, B read in place (converted as it is loaded);
+  // kFull: nr == kNr, so no lane masks in the loop.
+  template <class TB, int MR, bool kFull>
+  static void NnTileOf(const GemmNnArgs& g, const TB* b, int64_t i0, int64_t j0, int64_t nr) {
+    F r[MR][kNv];
+    const float* a[MR];
+    float* c[MR];
+    for (int i = 0; i < MR; ++i) {
+      a[i] = g.a + (i0 + i) * g.lda;
+      c[i] = g.c + (i0 + i) * g.ldc + j0;
+    }
+    auto count = [nr](int v) { return nr - v * kW; };
+#pragma GCC unroll 16
+    for (int i = 0; i < MR; ++i) {
+#pragma GCC unroll 4
+      for (int v = 0; v < kNv; ++v) {
+        r[i][v] = kFull ? V::Load(c[i] + v * kW) : V::LoadN(c[i] + v * kW, count(v));
+      }
+    }
+    const TB* brow = b + j0;
+    for (int64_t l = 0; l < g.k; ++l, brow += g.ldb) {
+      F bv[kNv];
+#pragma GCC unroll 4
+      for (int v = 0; v < kNv; ++v) {
+        bv[v] = kFull ? V::Load(brow + v * kW) : V::LoadN(brow + v * kW, count(v));
+      }
+#pragma GCC unroll 16
+      for (int i = 0; i < MR; ++i) {
+        const F av = V::Set1(a[i][l]);
+#pragma GCC unroll 4
+        for (int v = 0; v < kNv; ++v) r[i][v] = V::Fma(av, bv[v], r[i][v]);
+      }
+    }
+#pragma GCC unroll 16
+    for (int i = 0; i < MR; ++i) {
+#pragma GCC unroll 4
+      for (int v = 0; v < kNv; ++v) {
+        if (kFull) {
+          V::Store(c[i] + v * kW, r[i][v]);
+        } else {
+          V::StoreN(c[i] + v * kW, r[i][v], count(v));
+        }
+      }
+    }
+  }
+
+  template <class TB, int MR>
+  static void NnTile(const GemmNnArgs& g, const TB* b, int64_t i0, int64_t j0, int64_t nr) {
+    if (nr == kNr) {
+      NnTileOf<TB, MR, true>(g, b, i0, j0, nr);
+    } else {
+      NnTileOf<TB, MR, false>(g, b, i0, j0, nr);
+    }
+  }
+
+  template <class TB, size_t... I>
+  static void NnTyped(const GemmNnArgs& g, std::index_sequence<I...>) {
+    using Fn = void (*)(const GemmNnArgs&, const TB*, int64_t, int64_t, int64_t);
+    static constexpr Fn kTable[] = {&NnTile<TB, static_cast<int>(I) + 1>...};
+    const TB* b = static_cast<const TB*>(g.b);
+    const int64_t tiles = (g.m + kMr - 1) / kMr;
+    for (int64_t j0 = 0; j0 < g.n; j0 += kNr) {
+      const int64_t nr = Lo(kNr, g.n - j0);
+      int64_t i0 = 0;
+      for (int64_t t = 0; t < tiles; ++t) {
+        const int64_t mr = g.m / tiles + (t < g.m % tiles ? 1 : 0);
+        kTable[mr - 1](g, b, i0, j0, nr);
+        i0 += mr;
+      }
+    }
+  }
+
+  static void RunNn(const GemmNnArgs& g) {
+    if (g.m <= 0 || g.n <= 0 || g.k <= 0) return;
+    if (g.b_dtype == DType::kBF16) {
+      NnTyped<uint16_t>(g, std::make_index_sequence<kMr>());
+    } else {
+      NnTyped<float>(g, std::make_index_sequence<kMr>());
+    }
+  }
+};
+
+}  // namespace mlaserve::cpu_impl
+
+#endif  // MLASERVE_KERNELS_CPU_CPU_GEMV_IMPL_H_
