@@ -81,3 +81,40 @@ bool Overlaps(const TensorView& a, const TensorView& b) {
 }
 
 }  // namespace mlaserve
+
+namespace mlaserve {
+
+MoeExpertsShape CheckMoeExperts(const MoeExpertsParams& p) {
+  MoeExpertsShape s{};
+  CheckTensor(p.x, "MoeExperts.x", DType::kF32, {kAnyDim, kAnyDim});
+  s.num_tokens = p.x.size(0);
+  s.hidden = p.x.size(1);
+  CheckTensor(p.w13, "MoeExperts.w13", kWeightDTypes, {kAnyDim, kAnyDim, s.hidden});
+  CheckContiguous(p.w13, "MoeExperts.w13");
+  s.num_experts = p.w13.size(0);
+  s.inter = p.w13.size(1) / 2;
+  MLASERVE_CHECK(p.w13.size(1) == 2 * s.inter);
+  CheckTensor(p.w2, "MoeExperts.w2", kWeightDTypes, {s.num_experts, s.hidden, s.inter});
+  CheckContiguous(p.w2, "MoeExperts.w2");
+  CheckTensor(p.topk_weights, "MoeExperts.topk_weights", DType::kF32, {s.num_tokens, kAnyDim});
+  s.top_k = p.topk_weights.size(1);
+  s.num_pairs = s.num_tokens * s.top_k;
+  s.block = p.block_size;
+  MLASERVE_CHECK(s.block >= 1);
+  s.len = s.num_pairs + s.num_experts * (s.block - 1);
+  CheckTensor(p.sorted_ids, "MoeExperts.sorted_ids", DType::kI32, {s.len});
+  CheckTensor(p.block_expert_ids, "MoeExperts.block_expert_ids", DType::kI32,
+              {(s.len + s.block - 1) / s.block});
+  CheckTensor(p.expert_offsets, "MoeExperts.expert_offsets", DType::kI32, {s.num_experts + 1});
+  CheckTensor(p.num_tokens_post_pad, "MoeExperts.num_tokens_post_pad", DType::kI32, {1});
+  CheckTensor(p.workspace_gate_up, "MoeExperts.workspace_gate_up", DType::kF32,
+              {s.len, 2 * s.inter});
+  CheckTensor(p.workspace_act, "MoeExperts.workspace_act", DType::kF32, {s.len, s.inter});
+  CheckTensor(p.workspace_down, "MoeExperts.workspace_down", DType::kF32, {s.len, s.hidden});
+  CheckTensor(p.out, "MoeExperts.out", DType::kF32, {s.num_tokens, s.hidden});
+  s.total = p.num_tokens_post_pad.ptr<int32_t>()[0];
+  MLASERVE_CHECK(s.total >= 0 && s.total <= s.len && s.total % s.block == 0);
+  return s;
+}
+
+}  // namespace mlaserve

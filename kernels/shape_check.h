@@ -8,6 +8,7 @@
 #include <initializer_list>
 
 #include "kernels/dtype.h"
+#include "kernels/params.h"
 #include "kernels/tensor.h"
 
 namespace mlaserve {
@@ -43,6 +44,13 @@ void CheckContiguous(const TensorView& v, const char* name);
 
 // True when the byte ranges spanned by the two views intersect. Strides must be non-negative.
 bool Overlaps(const TensorView& a, const TensorView& b);
+
+// Sizes of a MoeExpertsParams, after checking every field against params.h (one validator
+// shared by all backends). `total` is num_tokens_post_pad[0] (read on the host).
+struct MoeExpertsShape {
+  int64_t num_tokens, hidden, num_experts, inter, top_k, num_pairs, block, len, total;
+};
+MoeExpertsShape CheckMoeExperts(const MoeExpertsParams& p);
 
 }  // namespace mlaserve
 

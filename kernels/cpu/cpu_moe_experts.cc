@@ -93,31 +93,11 @@ void CpuMoeAlignBlockSize(const CpuContext& ctx, const MoeAlignParams& p) {
 }
 
 void CpuMoeExperts(const CpuContext& ctx, const MoeExpertsParams& p) {
-  CheckTensor(p.x, "MoeExperts.x", DType::kF32, {kAnyDim, kAnyDim});
-  const int64_t num_tokens = p.x.size(0), hidden = p.x.size(1);
-  CheckTensor(p.w13, "MoeExperts.w13", kWeightDTypes, {kAnyDim, kAnyDim, hidden});
-  CheckContiguous(p.w13, "MoeExperts.w13");
-  const int64_t num_experts = p.w13.size(0), inter = p.w13.size(1) / 2;
-  MLASERVE_CHECK(p.w13.size(1) == 2 * inter);
-  CheckTensor(p.w2, "MoeExperts.w2", kWeightDTypes, {num_experts, hidden, inter});
-  CheckContiguous(p.w2, "MoeExperts.w2");
-  CheckTensor(p.topk_weights, "MoeExperts.topk_weights", DType::kF32, {num_tokens, kAnyDim});
-  const int64_t top_k = p.topk_weights.size(1);
-  const int64_t num_pairs = num_tokens * top_k;
-  const int64_t block = p.block_size;
-  MLASERVE_CHECK(block >= 1);
-  const int64_t len = num_pairs + num_experts * (block - 1);
-  CheckTensor(p.sorted_ids, "MoeExperts.sorted_ids", DType::kI32, {len});
-  CheckTensor(p.block_expert_ids, "MoeExperts.block_expert_ids", DType::kI32,
-              {(len + block - 1) / block});
-  CheckTensor(p.expert_offsets, "MoeExperts.expert_offsets", DType::kI32, {num_experts + 1});
-  CheckTensor(p.num_tokens_post_pad, "MoeExperts.num_tokens_post_pad", DType::kI32, {1});
-  CheckTensor(p.workspace_gate_up, "MoeExperts.workspace_gate_up", DType::kF32, {len, 2 * inter});
-  CheckTensor(p.workspace_act, "MoeExperts.workspace_act", DType::kF32, {len, inter});
-  CheckTensor(p.workspace_down, "MoeExperts.workspace_down", DType::kF32, {len, hidden});
-  CheckTensor(p.out, "MoeExperts.out", DType::kF32, {num_tokens, hidden});
-  const int64_t total = I32(p.num_tokens_post_pad, 0);
-  MLASERVE_CHECK(total >= 0 && total <= len && total % block == 0);
+  const MoeExpertsShape shape = CheckMoeExperts(p);
+  const int64_t num_tokens = shape.num_tokens, hidden = shape.hidden;
+  const int64_t num_experts = shape.num_experts, inter = shape.inter, top_k = shape.top_k;
+  const int64_t num_pairs = shape.num_pairs;
+  const int64_t total = shape.total;
   MLASERVE_CHECK(I32(p.expert_offsets, 0) == 0 && I32(p.expert_offsets, num_experts) == total);
 
   const CpuKernels& k = ctx.k();
