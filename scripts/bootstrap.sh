@@ -1,15 +1,36 @@
 #!/usr/bin/env bash
-# Installs every build and test dependency from Debian packages. Idempotent and quiet when
+# Installs the build and test dependencies from Debian packages. Idempotent and quiet when
 # everything is already present. Needs root or sudo for the install step only.
+#
+#   scripts/bootstrap.sh               everything: build, tests, deployment-manifest checks
+#   scripts/bootstrap.sh --build-only  only what compiling needs (the container image's build
+#                                      stage; configure it with -DMLASERVE_BUILD_TESTS=OFF)
+# MLASERVE_BOOTSTRAP=build-only in the environment does the same as --build-only.
 set -euo pipefail
+
+mode=${MLASERVE_BOOTSTRAP:-all}
+for arg in "$@"; do
+  case "$arg" in
+    --build-only) mode=build-only ;;
+    *) echo "bootstrap: unknown argument $arg (only --build-only)" >&2; exit 2 ;;
+  esac
+done
 
 packages=(
   build-essential cmake ninja-build ccache pkg-config git
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
-  libabsl-dev prometheus-cpp-dev nlohmann-json3-dev
-  libgtest-dev libgmock-dev libbenchmark-dev
-  python3 python3-numpy python3-torch python3-grpcio python3-protobuf
+  libabsl-dev prometheus-cpp-dev nlohmann-json3-dev libbenchmark-dev
 )
+if [ "$mode" != build-only ]; then
+  packages+=(
+    libgtest-dev libgmock-dev
+    python3 python3-numpy python3-torch python3-grpcio python3-protobuf
+    python3-yaml yamllint
+  )
+  # kubectl renders the Kubernetes manifests (kubectl kustomize); Debian ships it as
+  # kubernetes-client. A kubectl already on PATH is kept.
+  if ! command -v kubectl >/dev/null 2>&1; then packages+=(kubernetes-client); fi
+fi
 
 missing=()
 for p in "${packages[@]}"; do
