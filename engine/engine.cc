@@ -72,14 +72,16 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(std::unique_ptr<ModelRunn
   info.graph_batch_sizes = runner->graph_buckets();
   info.deterministic = options.deterministic;
   return std::unique_ptr<Engine>(
-      new Engine(std::move(backend), std::move(runner), std::move(tokenizer), s, std::move(info)));
+      new Engine(std::move(backend), std::move(runner), std::move(tokenizer), s,
+                 std::move(options.on_step), std::move(info)));
 }
 
 Engine::Engine(std::unique_ptr<Backend> backend, std::unique_ptr<ModelRunner> runner,
                std::shared_ptr<const Tokenizer> tokenizer, const SchedulerOptions& options,
-               EngineInfo info)
+               std::function<void(const StepObservation&)> on_step, EngineInfo info)
     : backend_(std::move(backend)),
-      core_(std::make_unique<EngineCore>(std::move(runner), std::move(tokenizer), options)),
+      core_(std::make_unique<EngineCore>(std::move(runner), std::move(tokenizer), options,
+                                         std::move(on_step))),
       info_(std::move(info)),
       clock_(options.clock),
       max_num_waiting_seqs_(options.max_num_waiting_seqs),
@@ -147,7 +149,7 @@ absl::StatusOr<std::shared_ptr<RequestStream>> Engine::Submit(Request request) {
         absl::StrCat("the admission queue is full (", max_num_waiting_seqs_, " requests waiting)"));
   }
   if (!request.sampling.seed.has_value()) request.sampling.seed = seed_rng_();
-  request.arrival_time = clock_();
+  if (request.arrival_time == absl::InfinitePast()) request.arrival_time = clock_();
   auto stream = std::make_shared<RequestStream>(request.id);
   live_.emplace(request.id, stream);
   inbox_.emplace_back(std::move(request), stream);

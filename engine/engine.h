@@ -33,6 +33,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "absl/types/span.h"
 #include "engine/config.h"
 #include "engine/model_runner.h"
 #include "engine/request.h"
@@ -44,6 +45,16 @@ namespace mlaserve {
 
 class Tokenizer;
 class EngineCore;
+
+// One step that ran the model, as EngineOptions::on_step sees it.
+struct StepObservation {
+  StepKind kind;
+  int32_t num_tokens = 0;   // tokens the step computed: prompt chunks plus decodes
+  absl::Duration duration;  // from the batch being scheduled to its tokens being sampled
+  // For every sequence that received a token other than its first in this step: the time since
+  // its previous token. Both ends are stamped with the engine's clock. Valid during the call.
+  absl::Span<const absl::Duration> inter_token;
+};
 
 struct EngineOptions {
   // Create() makes these consistent with the runner: kv_cache.block_size and num_blocks are the
@@ -63,6 +74,9 @@ struct EngineOptions {
   // Request::deadline is compared against. Unset: absl::Now() at construction advanced by
   // std::chrono::steady_clock, so it never goes backwards.
   std::function<absl::Time()> clock;
+  // Called on the engine thread after every step that ran the model (unset: nothing is called).
+  // It delays the next step, so it must be cheap; it must not call into the engine.
+  std::function<void(const StepObservation&)> on_step;
 };
 
 // Snapshot of the engine's state for GetServerInfo and metrics.
@@ -79,6 +93,7 @@ struct EngineStats {
   absl::Time last_step_time = absl::InfinitePast();  // end of the latest such step (clock)
   bool draining = false;
   bool failed = false;  // the model failed; every request since then is refused
+  uint64_t num_preemptions = 0;  // running sequences preempted (recomputed later) so far
   uint64_t prefix_cache_hit_tokens = 0;
   uint64_t prefix_cache_query_tokens = 0;
 };
@@ -113,7 +128,7 @@ class Engine {
   Engine& operator=(const Engine&) = delete;
 
   // Queues a request and returns its stream. Assigns an id when request.id is empty; sets
-  // arrival_time to Now(). Errors name the api.md field at fault:
+  // arrival_time to Now() unless the caller stamped it (with Now(), when the request arrived). Errors name the api.md field at fault:
   //   InvalidArgument: empty `token_ids`, an id outside [0, vocab), a prompt of
   //     max_context_tokens or more, `max_tokens` < 1, prompt + `min_tokens` over the context,
   //     a `stop_token_ids` entry outside the vocab, `top_logprobs` over 20, `stop` strings
@@ -141,7 +156,7 @@ class Engine {
  private:
   Engine(std::unique_ptr<Backend> backend, std::unique_ptr<ModelRunner> runner,
          std::shared_ptr<const Tokenizer> tokenizer, const SchedulerOptions& options,
-         EngineInfo info);
+         std::function<void(const StepObservation&)> on_step, EngineInfo info);
 
   // The engine thread: waits for work, feeds the inbox and aborts to the core, steps.
   void Loop();

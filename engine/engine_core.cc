@@ -22,11 +22,13 @@ void EngineCore::Ending::Deliver() {
 }
 
 EngineCore::EngineCore(std::unique_ptr<ModelRunner> runner,
-                       std::shared_ptr<const Tokenizer> tokenizer, const SchedulerOptions& options)
+                       std::shared_ptr<const Tokenizer> tokenizer, const SchedulerOptions& options,
+                       std::function<void(const StepObservation&)> on_step)
     : runner_(std::move(runner)),
       tokenizer_(std::move(tokenizer)),
       scheduler_(options),
-      clock_(options.clock) {}
+      clock_(options.clock),
+      on_step_(std::move(on_step)) {}
 
 void EngineCore::Add(Request request, std::shared_ptr<RequestStream> stream) {
   MLASERVE_CHECK(request.sampling.seed.has_value());
@@ -67,9 +69,18 @@ absl::Status EngineCore::Step() {
   const std::vector<SequenceOutput> outputs = scheduler_.Postprocess(batch, next_tokens_);
   MLASERVE_CHECK(outputs.size() == choices_.size());
   const absl::Time done = clock_();
+  inter_token_.clear();
   for (size_t i = 0; i < outputs.size(); ++i) Emit(outputs[i], std::move(choices_[i]), done);
   ++num_steps_;
   last_step_time_ = done;
+  if (on_step_) {
+    int32_t num_tokens = 0;
+    for (const StepSequence& seq : step_seqs_) num_tokens += seq.num_new_tokens;
+    on_step_(StepObservation{.kind = runner_->last_step(),
+                             .num_tokens = num_tokens,
+                             .duration = done - start,
+                             .inter_token = inter_token_});
+  }
   return absl::OkStatus();
 }
 
@@ -118,7 +129,12 @@ void EngineCore::Emit(const SequenceOutput& output, TokenChoice choice, absl::Ti
   std::vector<TokenChoice> logprobs;
   std::optional<std::string> matched_stop;
   if (output.token.has_value()) {
-    if (!live.first_token_time.has_value()) live.first_token_time = now;
+    if (!live.first_token_time.has_value()) {
+      live.first_token_time = now;
+    } else {
+      inter_token_.push_back(now - live.last_token_time);
+    }
+    live.last_token_time = now;
     ++live.num_streamed_tokens;
     token_ids.push_back(*output.token);
     if (live.wants_logprobs) logprobs.push_back(std::move(choice));
@@ -206,6 +222,7 @@ void EngineCore::FillStats(EngineStats& stats) const {
   stats.last_step_time = last_step_time_;
   stats.prefix_cache_hit_tokens = kv.prefix_cache_hit_tokens();
   stats.prefix_cache_query_tokens = kv.prefix_cache_query_tokens();
+  stats.num_preemptions = scheduler_.num_preemptions();
 }
 
 }  // namespace mlaserve

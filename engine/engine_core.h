@@ -35,9 +35,11 @@ class EngineCore {
     void Deliver();
   };
 
-  // REQUIRES: ValidateSchedulerOptions(options).ok(), options.clock set.
+  // REQUIRES: ValidateSchedulerOptions(options).ok(), options.clock set. `on_step` (may be
+  // empty) sees every step that ran the model (EngineOptions::on_step).
   EngineCore(std::unique_ptr<ModelRunner> runner, std::shared_ptr<const Tokenizer> tokenizer,
-             const SchedulerOptions& options);
+             const SchedulerOptions& options,
+             std::function<void(const StepObservation&)> on_step = nullptr);
 
   EngineCore(const EngineCore&) = delete;
   EngineCore& operator=(const EngineCore&) = delete;
@@ -74,6 +76,7 @@ class EngineCore {
     absl::Time arrival_time;
     std::optional<absl::Time> scheduled_time;
     std::optional<absl::Time> first_token_time;
+    absl::Time last_token_time;  // valid once first_token_time is set
   };
 
   // Fills step_seqs_ from the batch and stamps first scheduling times.
@@ -91,6 +94,7 @@ class EngineCore {
   std::shared_ptr<const Tokenizer> tokenizer_;
   Scheduler scheduler_;
   const std::function<absl::Time()> clock_;
+  const std::function<void(const StepObservation&)> on_step_;
   absl::flat_hash_map<RequestId, Live> live_;
   std::vector<Ending> endings_;
 
@@ -101,6 +105,7 @@ class EngineCore {
   std::vector<int32_t> next_tokens_;
   std::vector<TokenChoice> choices_;
   SamplerScratch scratch_;
+  std::vector<absl::Duration> inter_token_;  // StepObservation::inter_token of the step
 
   uint64_t num_steps_ = 0;
   absl::Time last_step_time_ = absl::InfinitePast();

@@ -39,10 +39,13 @@ TensorView ModelRunner::RunEager(absl::Span<const StepSequence> seqs) {
   builder_.Build(seqs, &batch_);
   if (batch_.num_prefill_seqs == 0) {
     ++eager_steps_.decode;
+    last_step_.phase = StepPhase::kDecode;
   } else if (batch_.num_decodes == 0) {
     ++eager_steps_.prefill;
+    last_step_.phase = StepPhase::kPrefill;
   } else {
     ++eager_steps_.mixed;
+    last_step_.phase = StepPhase::kMixed;
   }
   return model_->Forward(batch_);
 }
@@ -51,6 +54,7 @@ absl::Status ModelRunner::Execute(absl::Span<const StepSequence> seqs, StepLogit
   const bool decode_only = std::all_of(seqs.begin(), seqs.end(),
                                        [](const StepSequence& s) { return s.num_new_tokens == 1; });
   const int32_t bucket = decode_only ? graphs_.BucketFor(static_cast<int64_t>(seqs.size())) : 0;
+  last_step_ = StepKind{.phase = StepPhase::kDecode, .graph_batch_size = bucket};
   TensorView out = bucket > 0 ? graphs_.Replay(seqs, bucket, &batch_) : RunEager(seqs);
   out = out.Slice(0, 0, static_cast<int64_t>(batch_.logit_items.size()));
   logits->vocab_size = model_->config().vocab_size;

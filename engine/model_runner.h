@@ -35,6 +35,15 @@ struct EagerStepCounts {
   uint64_t mixed = 0;    // both
 };
 
+// What a step computed: prompt chunks only, decodes only, or both.
+enum class StepPhase { kPrefill, kDecode, kMixed };
+
+// How one Execute ran.
+struct StepKind {
+  StepPhase phase = StepPhase::kDecode;
+  int32_t graph_batch_size = 0;  // the decode bucket replayed; 0: the step ran eagerly
+};
+
 class ModelRunner {
  public:
   // Captures a decode graph for each of `graph_buckets` (each <= the model's max_num_seqs;
@@ -53,6 +62,8 @@ class ModelRunner {
   std::vector<int32_t> graph_buckets() const { return graphs_.buckets(); }
   const std::map<int32_t, uint64_t>& graph_replays() const { return graphs_.replays(); }
   const EagerStepCounts& eager_steps() const { return eager_steps_; }
+  // The latest Execute's phase and graph bucket.
+  const StepKind& last_step() const { return last_step_; }
 
  private:
   ModelRunner(std::unique_ptr<DeepseekModel> model, Backend* backend, ForwardBatchBuilder builder);
@@ -64,6 +75,7 @@ class ModelRunner {
   GraphRunner graphs_;
   ForwardBatch batch_;
   EagerStepCounts eager_steps_;
+  StepKind last_step_;
 };
 
 }  // namespace mlaserve

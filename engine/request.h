@@ -48,7 +48,8 @@ struct Request {
   // Requests share prefix-cache blocks only when their salts are equal (both unset included),
   // so tenants cannot probe each other's prompts through cache timing.
   std::optional<std::string> cache_salt;
-  absl::Time arrival_time = absl::UnixEpoch();
+  // When the request arrived, on the engine's clock (Engine::Now); unset: Engine::Submit stamps it.
+  absl::Time arrival_time = absl::InfinitePast();
   absl::Time deadline = absl::InfiniteFuture();  // dropped unfinished at this time
 };
 

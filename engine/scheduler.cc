@@ -214,6 +214,7 @@ void Scheduler::Preempt(Sequence* seq) {
   kv_.Free(*seq);
   seq->status = SequenceStatus::kPreempted;
   ++seq->num_preemptions;
+  ++num_preemptions_;
   waiting_.insert(seq);
 }
 

@@ -140,6 +140,8 @@ class Scheduler {
   int32_t num_running_seqs() const { return static_cast<int32_t>(running_.size()); }
   bool has_unfinished_seqs() const { return !seqs_.empty(); }
   int64_t num_steps() const { return step_; }
+  // Running sequences preempted so far.
+  uint64_t num_preemptions() const { return num_preemptions_; }
   // Longest sequence (prompt + output) the scheduler lets grow: max_model_len, or less when
   // the KV pool cannot hold that many tokens.
   int32_t max_context_tokens() const { return max_context_tokens_; }
@@ -178,6 +180,7 @@ class Scheduler {
   const int32_t max_context_tokens_;
   int64_t step_ = 0;
   uint64_t num_arrivals_ = 0;
+  uint64_t num_preemptions_ = 0;
   bool in_flight_ = false;  // a non-empty batch awaits Postprocess()
 
   absl::flat_hash_map<RequestId, std::unique_ptr<Sequence>> seqs_;  // every live sequence

@@ -42,7 +42,6 @@ void GenerateReactor::Start(const v1::GenerateRequest& proto, const absl::Status
   {
     absl::MutexLock lock(&mu_);
     stream_ = *stream;
-    last_sent_ = absl::Now();
   }
   // No reaction can run before the handler that calls Start returns, so `this` outlives the
   // callback until OnDone replaces it.
@@ -53,10 +52,12 @@ absl::StatusOr<std::shared_ptr<RequestStream>> GenerateReactor::Submit(
     const v1::GenerateRequest& proto, const absl::Status& admission) {
   if (!admission.ok()) return admission;
   if (engine_ == nullptr) return absl::UnavailableError("the model is still loading");
+  const absl::Time arrival = engine_->Now();
   const EngineInfo& info = engine_->info();
   absl::StatusOr<Request> request = ToEngineRequest(
       proto, {info.model_config.vocab_size, info.max_context_tokens}, engine_->tokenizer());
   if (!request.ok()) return request.status();
+  request->arrival_time = arrival;
   const auto grpc_deadline = context_->deadline();
   if (grpc_deadline != std::chrono::system_clock::time_point::max()) {
     // The engine keeps its own clock; carry over the time left, not the absolute time.
@@ -98,9 +99,7 @@ std::optional<v1::GenerateResponse> GenerateReactor::TakeLocked() {
   if (v1::GenerateResponse message; FillChunk(update, message.mutable_chunk())) {
     chunk = std::move(message);
     if (!update.token_ids.empty()) {
-      const absl::Time now = absl::Now();
-      observer_->OnTokensSent(static_cast<int32_t>(update.token_ids.size()), now - last_sent_);
-      last_sent_ = now;
+      observer_->OnTokensSent(static_cast<int32_t>(update.token_ids.size()));
     }
   }
   if (!update.ends_stream()) return chunk;

@@ -78,7 +78,6 @@ class GenerateReactor final : public grpc::ServerWriteReactor<v1::GenerateRespon
   bool stream_ended_ ABSL_GUARDED_BY(mu_) = false;  // the terminal update was taken
   bool client_gone_ ABSL_GUARDED_BY(mu_) = false;   // cancelled or a write failed
   bool sent_first_ ABSL_GUARDED_BY(mu_) = false;    // request_id goes on the first message
-  absl::Time last_sent_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace mlaserve

@@ -22,6 +22,7 @@
 #include "server/engine_flags.h"
 #include "server/inference_server.h"
 #include "server/log.h"
+#include "server/metrics_flags.h"
 #include "server/serving_engine.h"
 #include "server/version.h"
 
@@ -76,7 +77,8 @@ absl::StatusOr<InferenceServerOptions> ServerOptionsFromFlags() {
   return o;
 }
 
-absl::StatusOr<std::unique_ptr<ServingEngine>> LoadEngine() {
+// `metrics` (may be null) observes every engine step.
+absl::StatusOr<std::unique_ptr<ServingEngine>> LoadEngine(Metrics* metrics) {
   const std::string dir = ModelDirFromFlags();
   ASSIGN_OR_RETURN(std::unique_ptr<Backend> backend, BackendFromFlags());
   ASSIGN_OR_RETURN(ModelOptions model_options, ModelOptionsFromFlags());
@@ -99,6 +101,9 @@ absl::StatusOr<std::unique_ptr<ServingEngine>> LoadEngine() {
   options.scheduler.max_num_waiting_seqs = absl::GetFlag(FLAGS_max_queue);
   options.scheduler.kv_cache.enable_prefix_caching = absl::GetFlag(FLAGS_enable_prefix_caching);
   options.deterministic = absl::GetFlag(FLAGS_deterministic);
+  if (metrics != nullptr) {
+    options.on_step = [metrics](const StepObservation& step) { metrics->OnStep(step); };
+  }
   ServingDescription description{.backend_name = std::string(backend->name()),
                                  .graph_batch_sizes = runner->graph_buckets()};
   ASSIGN_OR_RETURN(
@@ -130,6 +135,9 @@ absl::Status Run() {
   ASSIGN_OR_RETURN(LogFormat format, ParseLogFormat(absl::GetFlag(FLAGS_log_format)));
   SetLogFormat(format);
   ASSIGN_OR_RETURN(InferenceServerOptions server_options, ServerOptionsFromFlags());
+  // Declared before the server and the engine, which call into the metrics: destroyed after.
+  ASSIGN_OR_RETURN(MetricsFromFlags metrics, StartMetricsFromFlags());
+  server_options.observer = metrics.metrics.get();
   auto shutdown = std::make_shared<absl::Notification>();
   WaitForSignalsInBackground(shutdown);
 
@@ -137,14 +145,16 @@ absl::Status Run() {
   ASSIGN_OR_RETURN(std::unique_ptr<InferenceServer> server, InferenceServer::Start(server_options));
   LogEvent("loading", {{"model", ModelDirFromFlags()}});
   const absl::Time load_start = absl::Now();
-  ASSIGN_OR_RETURN(std::shared_ptr<ServingEngine> engine, LoadEngine());
+  ASSIGN_OR_RETURN(std::shared_ptr<ServingEngine> engine, LoadEngine(metrics.metrics.get()));
   const EngineStats stats = engine->stats();
   LogEvent("ready", {{"model", engine->description().model_name},
                      {"backend", engine->description().backend_name},
                      {"load_seconds", absl::ToDoubleSeconds(absl::Now() - load_start)},
                      {"max_context_tokens", int64_t{engine->info().max_context_tokens}},
                      {"kv_blocks", int64_t{stats.kv_blocks_total}},
-                     {"kv_block_size", int64_t{stats.kv_block_size}}});
+                     {"kv_block_size", int64_t{stats.kv_block_size}},
+                     {"metrics_port", int64_t{metrics.server ? metrics.server->port() : 0}}});
+  if (metrics.metrics != nullptr) metrics.metrics->SetEngine(engine);
   server->SetEngine(std::move(engine));
   shutdown->WaitForNotification();
   server->DrainAndShutdown(Seconds(FLAGS_drain_timeout_s));

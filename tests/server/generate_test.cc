@@ -22,7 +22,7 @@ class CountingObserver final : public RequestObserver {
     absl::MutexLock lock(&mu_);
     ++admitted_;
   }
-  void OnTokensSent(int32_t num_tokens, absl::Duration) override {
+  void OnTokensSent(int32_t num_tokens) override {
     absl::MutexLock lock(&mu_);
     tokens_ += num_tokens;
   }
