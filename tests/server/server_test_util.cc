@@ -181,6 +181,7 @@ absl::StatusOr<std::shared_ptr<ServingEngine>> MakeRealEngine(const RealEngineOp
   engine_options.scheduler.max_num_batched_tokens = 128;
   engine_options.scheduler.max_model_len = options.max_model_len;
   engine_options.scheduler.max_num_waiting_seqs = options.max_num_waiting_seqs;
+  engine_options.on_step = options.on_step;
   ASSIGN_OR_RETURN(auto engine, Engine::Create(std::move(runner), std::move(backend), tokenizer,
                                                std::move(engine_options)));
   return std::shared_ptr<ServingEngine>(

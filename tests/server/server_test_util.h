@@ -85,6 +85,7 @@ struct RealEngineOptions {
   bool with_tokenizer = true;           // tests/server/data/tiny_tokenizer
   // Decode buckets replayed as graphs; those above max_num_seqs are left out.
   std::vector<int32_t> graph_batch_sizes = {1, 2, 4, 8};
+  std::function<void(const StepObservation&)> on_step;  // EngineOptions::on_step
 };
 
 // The engine of `mlaserve serve` on tests/data/models/v2_lite_dense_first (vocab 256, eos 255,
