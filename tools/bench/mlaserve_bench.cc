@@ -4,8 +4,9 @@
 // percentiles as a table on stdout and, with --json_output, as JSON. A progress bar goes to
 // stderr when it is a terminal.
 //
-//   mlaserve-bench --target=127.0.0.1:50051 --num_prompts=200 --concurrency=16 \
+//   mlaserve-bench --target=127.0.0.1:50051 --num_prompts=200 --concurrency=16
 //       --prompt_tokens=128 --output_tokens=128 [--request_rate=4] [--json_output=out.json]
+//   mlaserve-bench --rpc=get_server_info --num_prompts=20000 --concurrency=1   (unary round trips)
 #include <unistd.h>
 
 #include <algorithm>
@@ -40,6 +41,9 @@ ABSL_FLAG(int, prompt_tokens, 128, "prompt length in tokens (random ids)");
 ABSL_FLAG(int, output_tokens, 128, "tokens generated per request (eos ignored)");
 ABSL_FLAG(double, temperature, 0, "sampling temperature; 0 = greedy");
 ABSL_FLAG(uint64_t, seed, 1, "seed of the prompts and arrival times");
+ABSL_FLAG(std::string, rpc, "generate",
+          "generate (streams, the table above) | get_server_info (unary round-trip latency; "
+          "--num_prompts calls from --concurrency threads)");
 ABSL_FLAG(std::string, json_output, "", "also write the results as JSON here ('-' = stdout)");
 
 namespace {
@@ -50,6 +54,7 @@ namespace v1 = mlaserve::v1;
 struct RequestResult {
   grpc::StatusCode code = grpc::StatusCode::OK;
   int output_tokens = 0;
+  int chunks = 0;  // responses that carried tokens
   double ttft_s = 0;
   double e2e_s = 0;
   std::vector<double> itl_s;  // one entry per token after the first chunk
@@ -74,6 +79,7 @@ RequestResult RunOne(v1::Inference::Stub& stub, const v1::GenerateRequest& reque
       result.itl_s.insert(result.itl_s.end(), n, Seconds(now - previous) / n);
     }
     result.output_tokens += n;
+    ++result.chunks;
     previous = now;
   }
   result.code = reader->Finish().error_code();
@@ -195,10 +201,69 @@ nlohmann::ordered_json StatsJson(const Stats& s) {
           {"p99_ms", s.p99 * 1e3}};
 }
 
+void WriteJson(const nlohmann::ordered_json& json, const std::string& path) {
+  if (path == "-") {
+    std::cout << json.dump(2) << "\n";
+  } else {
+    std::ofstream(path) << json.dump(2) << "\n";
+  }
+}
+
+// Unary GetServerInfo round trips, closed loop; prints and returns their latency.
+int RunUnary(v1::Inference::Stub& stub) {
+  const int calls = absl::GetFlag(FLAGS_num_prompts);
+  const int threads_n = std::max(absl::GetFlag(FLAGS_concurrency), 1);
+  std::atomic<int> next{0};
+  std::atomic<int> failed{0};
+  absl::Mutex mu;
+  std::vector<double> latencies;
+  const auto start = Clock::now();
+  std::vector<std::thread> threads;
+  for (int t = 0; t < threads_n; ++t) {
+    threads.emplace_back([&] {
+      std::vector<double> mine;
+      for (int i = next++; i < calls; i = next++) {
+        grpc::ClientContext context;
+        v1::GetServerInfoResponse response;
+        const auto begin = Clock::now();
+        const grpc::Status status = stub.GetServerInfo(&context, {}, &response);
+        mine.push_back(Seconds(Clock::now() - begin));
+        if (!status.ok()) ++failed;
+      }
+      absl::MutexLock lock(&mu);
+      latencies.insert(latencies.end(), mine.begin(), mine.end());
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  const double duration_s = Seconds(Clock::now() - start);
+  const Stats s = Summarize(latencies);
+  std::printf("%-28s %12d\n%-28s %12d\n%-28s %12.2f\n%-28s %12.1f\n", "GetServerInfo calls", calls,
+              "failed calls", failed.load(), "duration (s)", duration_s, "calls/s",
+              calls / duration_s);
+  std::printf("\n%-10s %10s %10s %10s %10s\n%-10s %10.1f %10.1f %10.1f %10.1f\n", "latency",
+              "mean us", "p50 us", "p90 us", "p99 us", "round trip", s.mean * 1e6, s.p50 * 1e6,
+              s.p90 * 1e6, s.p99 * 1e6);
+  const std::string path = absl::GetFlag(FLAGS_json_output);
+  if (!path.empty()) {
+    const nlohmann::ordered_json json = {{"target", absl::GetFlag(FLAGS_target)},
+                                         {"rpc", "get_server_info"},
+                                         {"calls", calls},
+                                         {"concurrency", threads_n},
+                                         {"failed", failed.load()},
+                                         {"duration_s", duration_s},
+                                         {"calls_per_s", calls / duration_s},
+                                         {"round_trip", StatsJson(s)}};
+    WriteJson(json, path);
+  }
+  return failed.load() == 0 ? 0 : 1;
+}
+
+
 void Report(const std::vector<RequestResult>& results, double duration_s) {
   std::vector<double> ttft, itl, e2e;
   std::map<std::string, int> failures;
   int64_t output_tokens = 0;
+  int64_t chunks = 0;
   int completed = 0;
   for (const RequestResult& r : results) {
     if (r.code != grpc::StatusCode::OK) {
@@ -207,6 +272,7 @@ void Report(const std::vector<RequestResult>& results, double duration_s) {
     }
     ++completed;
     output_tokens += r.output_tokens;
+    chunks += r.chunks;
     ttft.push_back(r.ttft_s);
     e2e.push_back(r.e2e_s);
     itl.insert(itl.end(), r.itl_s.begin(), r.itl_s.end());
@@ -219,6 +285,8 @@ void Report(const std::vector<RequestResult>& results, double duration_s) {
   std::printf("%-28s %12.2f\n%-28s %12.1f\n%-28s %12.1f\n", "requests/s", completed / duration_s,
               "input tokens/s", input_tokens / duration_s, "output tokens/s",
               output_tokens / duration_s);
+  std::printf("%-28s %12.1f\n%-28s %12.2f\n", "output chunks/s", chunks / duration_s,
+              "tokens per chunk", chunks > 0 ? static_cast<double>(output_tokens) / chunks : 0.0);
   std::printf("\n%-10s %10s %10s %10s %10s\n", "latency", "mean ms", "p50 ms", "p90 ms", "p99 ms");
   for (const auto& [name, s] : {std::pair{"TTFT", t}, {"ITL", i}, {"E2E", e}}) {
     std::printf("%-10s %10.2f %10.2f %10.2f %10.2f\n", name, s.mean * 1e3, s.p50 * 1e3, s.p90 * 1e3,
@@ -238,14 +306,11 @@ void Report(const std::vector<RequestResult>& results, double duration_s) {
                                  {"requests_per_s", completed / duration_s},
                                  {"input_tokens_per_s", input_tokens / duration_s},
                                  {"output_tokens_per_s", output_tokens / duration_s},
+                                 {"output_chunks_per_s", chunks / duration_s},
                                  {"ttft", StatsJson(t)},
                                  {"itl", StatsJson(i)},
                                  {"e2e", StatsJson(e)}};
-  if (path == "-") {
-    std::cout << json.dump(2) << "\n";
-  } else {
-    std::ofstream(path) << json.dump(2) << "\n";
-  }
+  WriteJson(json, path);
 }
 
 int Main() {
@@ -255,7 +320,9 @@ int Main() {
       : absl::GetFlag(FLAGS_output_tokens) <= 0 ? "--output_tokens must be positive"
       : absl::GetFlag(FLAGS_concurrency) < 0    ? "--concurrency must not be negative"
       : absl::GetFlag(FLAGS_request_rate) < 0   ? "--request_rate must not be negative"
-                                                : "";
+      : absl::GetFlag(FLAGS_rpc) != "generate" && absl::GetFlag(FLAGS_rpc) != "get_server_info"
+          ? "--rpc must be generate or get_server_info"
+          : "";
   if (!flag_error.empty()) {
     std::fprintf(stderr, "mlaserve-bench: %s\n", flag_error.c_str());
     return 2;
@@ -263,6 +330,7 @@ int Main() {
   auto channel =
       grpc::CreateChannel(absl::GetFlag(FLAGS_target), grpc::InsecureChannelCredentials());
   auto stub = v1::Inference::NewStub(channel);
+  if (absl::GetFlag(FLAGS_rpc) == "get_server_info") return RunUnary(*stub);
   grpc::ClientContext context;
   context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
   v1::GetModelInfoResponse model;
