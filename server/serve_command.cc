@@ -135,11 +135,13 @@ absl::Status Run() {
   ASSIGN_OR_RETURN(LogFormat format, ParseLogFormat(absl::GetFlag(FLAGS_log_format)));
   SetLogFormat(format);
   ASSIGN_OR_RETURN(InferenceServerOptions server_options, ServerOptionsFromFlags());
+  // Before any thread starts (the metrics server's too), so that every thread inherits the
+  // blocked signals and SIGTERM reaches only the waiting thread.
+  auto shutdown = std::make_shared<absl::Notification>();
+  WaitForSignalsInBackground(shutdown);
   // Declared before the server and the engine, which call into the metrics: destroyed after.
   ASSIGN_OR_RETURN(MetricsFromFlags metrics, StartMetricsFromFlags());
   server_options.observer = metrics.metrics.get();
-  auto shutdown = std::make_shared<absl::Notification>();
-  WaitForSignalsInBackground(shutdown);
 
   LogEvent("starting", {{"version", std::string(Version())}});
   ASSIGN_OR_RETURN(std::unique_ptr<InferenceServer> server, InferenceServer::Start(server_options));
