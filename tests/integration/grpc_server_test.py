@@ -132,7 +132,8 @@ class MlaserveTest(unittest.TestCase):
              "--port=%d" % cls.port, "--backend=cpu", "--threads=2",
              "--max_num_seqs=%d" % MAX_NUM_SEQS, "--max_num_batched_tokens=256",
              "--block_size=16", "--kv_cache_tokens=65536",
-             "--max_queue=%d" % MAX_QUEUE, "--drain_timeout_s=2", "--log_format=json"],
+             "--max_queue=%d" % MAX_QUEUE, "--drain_timeout_s=2", "--log_format=json",
+             "--metrics_port=0"],
             stderr=cls.log)
         cls.channel = grpc.insecure_channel("127.0.0.1:%d" % cls.port)
         cls.client = Client(cls.channel)
