@@ -8,7 +8,7 @@
 
 ABSL_FLAG(int, metrics_port, 9400,
           "Prometheus metrics at GET /metrics on this port (0 = metrics off)");
-ABSL_FLAG(std::string, metrics_host, "0.0.0.0", "metrics bind address");
+ABSL_FLAG(std::string, metrics_host, "0.0.0.0", "metrics bind address (IPv4)");
 ABSL_FLAG(std::string, metrics_ttft_buckets, "",
           "time-to-first-token histogram bounds, comma-separated seconds (\"\" = 1 ms .. 60 s)");
 ABSL_FLAG(std::string, metrics_inter_token_buckets, "",

@@ -4,15 +4,13 @@
 #include <utility>
 #include <vector>
 
-#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 
 namespace mlaserve {
 
 absl::StatusOr<std::unique_ptr<MetricsServer>> MetricsServer::Start(
     const std::string& host, int port, std::weak_ptr<prometheus::Collectable> collectable) {
-  const bool ipv6 = absl::StrContains(host, ':') && !absl::StartsWith(host, "[");
-  const std::string address = absl::StrCat(ipv6 ? "[" : "", host, ipv6 ? "]" : "", ":", port);
+  const std::string address = absl::StrCat(host, ":", port);
   std::unique_ptr<prometheus::Exposer> exposer;
   try {
     exposer = std::make_unique<prometheus::Exposer>(address, /*num_threads=*/1);

@@ -16,9 +16,9 @@ namespace mlaserve {
 
 class MetricsServer {
  public:
-  // Serves `collectable` (while it lives) at http://host:port/metrics; `host` as for gRPC
-  // (IPv6 literals with or without brackets), port 0: any free port. Unavailable when the
-  // address cannot be bound.
+  // Serves `collectable` (while it lives) at http://host:port/metrics; `host` is an IPv4
+  // address (Debian's embedded server is built without IPv6), port 0: any free port.
+  // Unavailable when the address cannot be bound.
   static absl::StatusOr<std::unique_ptr<MetricsServer>> Start(
       const std::string& host, int port, std::weak_ptr<prometheus::Collectable> collectable);
 
