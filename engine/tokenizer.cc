@@ -167,18 +167,26 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::Load(const std::string& pa
     config_text = std::move(*config);
   }
 
+  auto tokenizer = Parse(*text, config_text);
+  if (!tokenizer.ok()) {
+    return absl::Status(tokenizer.status().code(),
+                        absl::StrCat(file.string(), ": ", tokenizer.status().message()));
+  }
+  return tokenizer;
+}
+
+absl::StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::Parse(std::string_view tokenizer_json,
+                                                            std::string_view config_json) {
   auto pipeline = std::make_unique<Pipeline>();
   try {
-    const nlohmann::json json = nlohmann::json::parse(*text);
-    if (auto s = BuildPipeline(json, pipeline.get()); !s.ok()) {
-      return absl::Status(s.code(), absl::StrCat(file.string(), ": ", s.message()));
-    }
-    if (!config_text.empty()) {
-      const nlohmann::json config = nlohmann::json::parse(config_text);
+    const nlohmann::json json = nlohmann::json::parse(tokenizer_json);
+    if (auto s = BuildPipeline(json, pipeline.get()); !s.ok()) return s;
+    if (!config_json.empty()) {
+      const nlohmann::json config = nlohmann::json::parse(config_json);
       if (config.is_object()) ApplyConfig(config, pipeline.get());
     }
   } catch (const nlohmann::json::exception& e) {
-    return absl::InvalidArgumentError(absl::StrCat(file.string(), ": ", e.what()));
+    return absl::InvalidArgumentError(e.what());
   }
   return std::unique_ptr<Tokenizer>(new Tokenizer(std::move(pipeline)));
 }

@@ -39,6 +39,11 @@ class Tokenizer {
   // Errors: NotFound (no file), InvalidArgument (malformed JSON or an unsupported component,
   // named in the message).
   static absl::StatusOr<std::unique_ptr<Tokenizer>> Load(const std::string& path);
+  // Builds a tokenizer from the text of a tokenizer.json and of a tokenizer_config.json
+  // (empty when there is none); Load() reads the files and calls it. Any malformed or
+  // unsupported input is an InvalidArgument error; this never throws.
+  static absl::StatusOr<std::unique_ptr<Tokenizer>> Parse(std::string_view tokenizer_json,
+                                                          std::string_view config_json);
 
   Tokenizer(const Tokenizer&) = delete;
   Tokenizer& operator=(const Tokenizer&) = delete;

@@ -149,59 +149,6 @@ absl::StatusOr<CheckpointTensor> ParseEntry(const std::string& path, const std::
   return t;
 }
 
-// Parses the header of the safetensors file mapped at [base, base + file_bytes).
-absl::StatusOr<std::vector<CheckpointTensor>> ParseSafetensors(const std::string& path,
-                                                               const uint8_t* base,
-                                                               uint64_t file_bytes) {
-  if (file_bytes < 8) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        path, ": truncated: ", file_bytes, " bytes, shorter than the 8-byte header length"));
-  }
-  uint64_t header_bytes = 0;
-  for (int i = 7; i >= 0; --i) header_bytes = (header_bytes << 8) | base[i];
-  if (header_bytes > file_bytes - 8 || header_bytes > kMaxHeaderBytes) {
-    return absl::InvalidArgumentError(absl::StrCat(path, ": header length ", header_bytes,
-                                                   " exceeds the file (", file_bytes,
-                                                   " bytes) or the 100 MiB limit"));
-  }
-  const char* header_begin = reinterpret_cast<const char*>(base + 8);
-  Json header;
-  try {
-    header = Json::parse(header_begin, header_begin + header_bytes);
-  } catch (const std::exception& e) {
-    return absl::InvalidArgumentError(absl::StrCat(path, ": header is not valid JSON: ", e.what()));
-  }
-  if (!header.is_object()) {
-    return absl::InvalidArgumentError(absl::StrCat(path, ": header must be a JSON object"));
-  }
-  const uint8_t* data = base + 8 + header_bytes;
-  const uint64_t data_bytes = file_bytes - 8 - header_bytes;
-  std::vector<CheckpointTensor> tensors;
-  for (auto it = header.begin(); it != header.end(); ++it) {
-    if (it.key() == "__metadata__") continue;
-    absl::StatusOr<CheckpointTensor> t = ParseEntry(path, it.key(), it.value(), data, data_bytes);
-    if (!t.ok()) return t.status();
-    tensors.push_back(*std::move(t));
-  }
-  // Tensors must not share bytes (the format forbids it; overlap means a corrupt header).
-  // Empty tensors own no bytes: the safetensors writer puts them at the next tensor's offset.
-  std::vector<const CheckpointTensor*> by_offset;
-  for (const CheckpointTensor& t : tensors) {
-    if (t.nbytes > 0) by_offset.push_back(&t);
-  }
-  std::sort(by_offset.begin(), by_offset.end(),
-            [](const CheckpointTensor* a, const CheckpointTensor* b) { return a->data < b->data; });
-  for (size_t i = 1; i < by_offset.size(); ++i) {
-    const CheckpointTensor& prev = *by_offset[i - 1];
-    if (static_cast<const uint8_t*>(prev.data) + prev.nbytes >
-        static_cast<const uint8_t*>(by_offset[i]->data)) {
-      return absl::InvalidArgumentError(absl::StrCat(path, ": tensor \"", by_offset[i]->name,
-                                                     "\" overlaps tensor \"", prev.name, "\""));
-    }
-  }
-  return tensors;
-}
-
 // ---------------------------------------------------------------------------------------------
 // Conversion.
 
@@ -409,6 +356,59 @@ absl::StatusOr<Loaded> LoadParts(const Checkpoint& checkpoint, Backend* backend,
 
 // ---------------------------------------------------------------------------------------------
 // Checkpoint
+
+absl::StatusOr<std::vector<CheckpointTensor>> ParseSafetensors(const std::string& path,
+                                                               const uint8_t* base,
+                                                               uint64_t file_bytes) {
+  if (file_bytes < 8) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        path, ": truncated: ", file_bytes, " bytes, shorter than the 8-byte header length"));
+  }
+  uint64_t header_bytes = 0;
+  for (int i = 7; i >= 0; --i) header_bytes = (header_bytes << 8) | base[i];
+  if (header_bytes > file_bytes - 8 || header_bytes > kMaxHeaderBytes) {
+    return absl::InvalidArgumentError(absl::StrCat(path, ": header length ", header_bytes,
+                                                   " exceeds the file (", file_bytes,
+                                                   " bytes) or the 100 MiB limit"));
+  }
+  const char* header_begin = reinterpret_cast<const char*>(base + 8);
+  Json header;
+  try {
+    header = Json::parse(header_begin, header_begin + header_bytes);
+  } catch (const std::exception& e) {
+    return absl::InvalidArgumentError(absl::StrCat(path, ": header is not valid JSON: ", e.what()));
+  }
+  if (!header.is_object()) {
+    return absl::InvalidArgumentError(absl::StrCat(path, ": header must be a JSON object"));
+  }
+  const uint8_t* data = base + 8 + header_bytes;
+  const uint64_t data_bytes = file_bytes - 8 - header_bytes;
+  std::vector<CheckpointTensor> tensors;
+  for (auto it = header.begin(); it != header.end(); ++it) {
+    if (it.key() == "__metadata__") continue;
+    absl::StatusOr<CheckpointTensor> t = ParseEntry(path, it.key(), it.value(), data, data_bytes);
+    if (!t.ok()) return t.status();
+    tensors.push_back(*std::move(t));
+  }
+  // Tensors must not share bytes (the format forbids it; overlap means a corrupt header).
+  // Empty tensors own no bytes: the safetensors writer puts them at the next tensor's offset.
+  std::vector<const CheckpointTensor*> by_offset;
+  for (const CheckpointTensor& t : tensors) {
+    if (t.nbytes > 0) by_offset.push_back(&t);
+  }
+  std::sort(by_offset.begin(), by_offset.end(),
+            [](const CheckpointTensor* a, const CheckpointTensor* b) { return a->data < b->data; });
+  for (size_t i = 1; i < by_offset.size(); ++i) {
+    const CheckpointTensor& prev = *by_offset[i - 1];
+    if (static_cast<const uint8_t*>(prev.data) + prev.nbytes >
+        static_cast<const uint8_t*>(by_offset[i]->data)) {
+      return absl::InvalidArgumentError(absl::StrCat(path, ": tensor \"", by_offset[i]->name,
+                                                     "\" overlaps tensor \"", prev.name, "\""));
+    }
+  }
+  return tensors;
+}
+
 
 Checkpoint::~Checkpoint() {
   for (const Mapping& m : mappings_) ::munmap(m.addr, m.bytes);

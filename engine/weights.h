@@ -33,6 +33,16 @@ struct CheckpointTensor {
   size_t nbytes = 0;
 };
 
+// Parses one safetensors file held in memory at [base, base + file_bytes): the 8-byte header
+// length, the JSON header and every tensor entry, each checked against the data region
+// (dtype, shape, offsets inside the file, span matching the shape, no two tensors sharing
+// bytes). The tensors' `data` point into [base, base + file_bytes). Any malformed input is an
+// InvalidArgument error naming `path` (and the tensor); this never throws. Checkpoint::Open
+// parses each mapped file with it.
+absl::StatusOr<std::vector<CheckpointTensor>> ParseSafetensors(const std::string& path,
+                                                               const uint8_t* base,
+                                                               uint64_t file_bytes);
+
 class Checkpoint {
  public:
   // Opens DIR/model.safetensors or every shard named by DIR/model.safetensors.index.json.

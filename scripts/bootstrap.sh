@@ -5,14 +5,17 @@
 #   scripts/bootstrap.sh               everything: build, tests, deployment-manifest checks
 #   scripts/bootstrap.sh --build-only  only what compiling needs (the container image's build
 #                                      stage; configure it with -DMLASERVE_BUILD_TESTS=OFF)
-# MLASERVE_BOOTSTRAP=build-only in the environment does the same as --build-only.
+#   scripts/bootstrap.sh --fuzz        everything, plus clang and its libFuzzer and sanitizer
+#                                      runtimes (scripts/fuzz.sh)
+# MLASERVE_BOOTSTRAP=build-only (or fuzz) in the environment does the same as the flag.
 set -euo pipefail
 
 mode=${MLASERVE_BOOTSTRAP:-all}
 for arg in "$@"; do
   case "$arg" in
     --build-only) mode=build-only ;;
-    *) echo "bootstrap: unknown argument $arg (only --build-only)" >&2; exit 2 ;;
+    --fuzz) mode=fuzz ;;
+    *) echo "bootstrap: unknown argument $arg (--build-only or --fuzz)" >&2; exit 2 ;;
   esac
 done
 
@@ -30,6 +33,9 @@ if [ "$mode" != build-only ]; then
   # kubectl renders the Kubernetes manifests (kubectl kustomize); Debian ships it as
   # kubernetes-client. A kubectl already on PATH is kept.
   if ! command -v kubectl >/dev/null 2>&1; then packages+=(kubernetes-client); fi
+fi
+if [ "$mode" = fuzz ]; then
+  packages+=(clang libclang-rt-dev libomp-dev)
 fi
 
 missing=()
