@@ -24,10 +24,12 @@ void LogFailure(const std::string& id, const absl::Status& status) {
 
 GenerateReactor::GenerateReactor(grpc::CallbackServerContext* context,
                                  std::shared_ptr<ServingEngine> engine, RequestObserver* observer,
-                                 std::function<void()> on_done)
+                                 GenerateLimits limits,
+                                 std::function<void(GenerateReactor*)> on_done)
     : context_(context),
       engine_(std::move(engine)),
       observer_(observer),
+      limits_(limits),
       on_done_(std::move(on_done)) {}
 
 void GenerateReactor::Start(const v1::GenerateRequest& proto, const absl::Status& admission) {
@@ -54,8 +56,10 @@ absl::StatusOr<std::shared_ptr<RequestStream>> GenerateReactor::Submit(
   if (engine_ == nullptr) return absl::UnavailableError("the model is still loading");
   const absl::Time arrival = engine_->Now();
   const EngineInfo& info = engine_->info();
-  absl::StatusOr<Request> request = ToEngineRequest(
-      proto, {info.model_config.vocab_size, info.max_context_tokens}, engine_->tokenizer());
+  const ModelLimits model_limits{.vocab_size = info.model_config.vocab_size,
+                                 .max_context_tokens = info.max_context_tokens,
+                                 .max_prompt_bytes = limits_.max_prompt_bytes};
+  absl::StatusOr<Request> request = ToEngineRequest(proto, model_limits, engine_->tokenizer());
   if (!request.ok()) return request.status();
   request->arrival_time = arrival;
   const auto grpc_deadline = context_->deadline();
@@ -141,6 +145,7 @@ void GenerateReactor::WriteLocked(v1::GenerateResponse response) {
   sent_first_ = true;
   response_ = std::move(response);
   write_in_flight_ = true;
+  write_started_ = absl::Now();
   StartWrite(&response_);
 }
 
@@ -168,6 +173,21 @@ std::optional<RequestId> GenerateReactor::AbandonLocked() {
     FinishLocked(absl::CancelledError("the client cancelled the call"));
   }
   return abort;
+}
+
+void GenerateReactor::CancelIfStalled(absl::Time now) {
+  {
+    absl::MutexLock lock(&mu_);
+    if (!write_in_flight_ || client_gone_ || stall_cancelled_ ||
+        now - write_started_ < limits_.write_timeout) {
+      return;
+    }
+    stall_cancelled_ = true;
+    LogEvent("stalled_reader", {{"request_id", stream_ != nullptr ? stream_->id() : ""},
+                                {"waited_seconds", absl::ToDoubleSeconds(now - write_started_)}});
+  }
+  // OnCancel follows on a gRPC thread and aborts the request.
+  context_->TryCancel();
 }
 
 void GenerateReactor::OnWriteDone(bool ok) {
@@ -204,7 +224,7 @@ void GenerateReactor::OnDone() {
   }
   // Waits for a running callback and keeps the engine from calling into a deleted reactor.
   if (stream != nullptr) stream->SetReadyCallback(nullptr);
-  on_done_();
+  on_done_(this);
   delete this;
 }
 

@@ -5,8 +5,8 @@
 // never waits for a client.
 //
 // Every way a call can end frees the request's KV blocks: a finished stream has already been
-// released by the engine; a client cancel or an expired gRPC deadline (OnCancel) and a failed
-// write abort the request in the engine.
+// released by the engine; a client cancel or an expired gRPC deadline (OnCancel), a failed
+// write and a client that stops reading (CancelIfStalled) abort the request in the engine.
 //
 // Lifetime: created by InferenceService::Generate, deletes itself in OnDone.
 // Thread-safety: reactions (gRPC threads) and the ready callback (engine thread) may run
@@ -29,16 +29,30 @@
 
 namespace mlaserve {
 
+// What a Generate call is held to beyond request validation.
+struct GenerateLimits {
+  int64_t max_prompt_bytes = int64_t{1} << 20;  // text prompts, checked before tokenizing
+  absl::Duration write_timeout = absl::Seconds(60);  // see CancelIfStalled
+};
+
 class GenerateReactor final : public grpc::ServerWriteReactor<v1::GenerateResponse> {
  public:
   // `engine` is null while the model loads; `admission` non-OK refuses the call with it (the
-  // server is draining). `observer` must outlive the call; `on_done` runs in OnDone.
+  // server is draining). `observer` must outlive the call; `on_done(this)` runs in OnDone,
+  // just before the reactor is deleted.
   GenerateReactor(grpc::CallbackServerContext* context, std::shared_ptr<ServingEngine> engine,
-                  RequestObserver* observer, std::function<void()> on_done);
+                  RequestObserver* observer, GenerateLimits limits,
+                  std::function<void(GenerateReactor*)> on_done);
 
   // Validates `request`, submits it and starts streaming, or ends the call with the error.
   // Called once, right after construction, on the handler's thread.
   void Start(const v1::GenerateRequest& request, const absl::Status& admission);
+
+  // Cancels the call (which aborts its request) when one message has been waiting for the
+  // client to take it for longer than the write timeout at `now`: a client that stops reading
+  // cannot keep the request running or its output buffered. Called periodically by the
+  // service, never from a reaction; `this` must not be done yet.
+  void CancelIfStalled(absl::Time now);
 
   void OnWriteDone(bool ok) override;
   void OnCancel() override;
@@ -64,7 +78,8 @@ class GenerateReactor final : public grpc::ServerWriteReactor<v1::GenerateRespon
   grpc::CallbackServerContext* const context_;
   const std::shared_ptr<ServingEngine> engine_;
   RequestObserver* const observer_;
-  const std::function<void()> on_done_;
+  const GenerateLimits limits_;
+  const std::function<void(GenerateReactor*)> on_done_;
 
   absl::Mutex mu_;
   std::shared_ptr<RequestStream> stream_ ABSL_GUARDED_BY(mu_);
@@ -74,6 +89,8 @@ class GenerateReactor final : public grpc::ServerWriteReactor<v1::GenerateRespon
   // How the call ends once everything before it is written.
   std::optional<absl::Status> final_status_ ABSL_GUARDED_BY(mu_);
   bool write_in_flight_ ABSL_GUARDED_BY(mu_) = false;
+  absl::Time write_started_ ABSL_GUARDED_BY(mu_);  // of the write in flight
+  bool stall_cancelled_ ABSL_GUARDED_BY(mu_) = false;
   bool finished_ ABSL_GUARDED_BY(mu_) = false;      // Finish was called
   bool stream_ended_ ABSL_GUARDED_BY(mu_) = false;  // the terminal update was taken
   bool client_gone_ ABSL_GUARDED_BY(mu_) = false;   // cancelled or a write failed

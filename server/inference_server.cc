@@ -82,6 +82,12 @@ absl::Status ValidateOptions(const InferenceServerOptions& o) {
   if (o.min_client_ping_interval < absl::ZeroDuration()) {
     return absl::InvalidArgumentError("--keepalive_min_client_interval_s: must not be negative");
   }
+  if (o.max_prompt_bytes <= 0) {
+    return absl::InvalidArgumentError("--max_prompt_bytes: must be positive");
+  }
+  if (o.stream_write_timeout < absl::ZeroDuration()) {
+    return absl::InvalidArgumentError("--stream_write_timeout_s: must not be negative");
+  }
   if (o.stall_timeout < absl::ZeroDuration()) {
     return absl::InvalidArgumentError("--stall_timeout_s: must not be negative");
   }
@@ -102,17 +108,23 @@ std::string ListenAddress(const std::string& host, int port) {
   return absl::StrCat(host, ":", port);
 }
 
-InferenceServer::InferenceServer(const InferenceServerOptions& options)
-    : inference_(options.observer) {}
+InferenceServer::InferenceServer(InferenceServiceOptions options)
+    : inference_(std::move(options)) {}
 
 absl::StatusOr<std::unique_ptr<InferenceServer>> InferenceServer::Start(
     const InferenceServerOptions& options) {
   if (absl::Status valid = ValidateOptions(options); !valid.ok()) return valid;
   absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> credentials = Credentials(options);
   if (!credentials.ok()) return credentials.status();
-  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  absl::StatusOr<BearerAuth> auth = BearerAuth::FromFile(options.auth_token_file);
+  if (!auth.ok()) return auth.status();
+  if (!auth->enabled()) grpc::reflection::InitProtoReflectionServerBuilderPlugin();
 
-  std::unique_ptr<InferenceServer> server(new InferenceServer(options));
+  std::unique_ptr<InferenceServer> server(
+      new InferenceServer({.observer = options.observer,
+                           .auth = *std::move(auth),
+                           .max_prompt_bytes = options.max_prompt_bytes,
+                           .stream_write_timeout = options.stream_write_timeout}));
   const std::string address = ListenAddress(options.host, options.port);
   grpc::ServerBuilder builder;
   builder.AddListeningPort(address, *credentials, &server->port_);
@@ -136,7 +148,8 @@ absl::StatusOr<std::unique_ptr<InferenceServer>> InferenceServer::Start(
   LogEvent("listening", {{"address", address},
                          {"port", int64_t{server->port_}},
                          {"tls", !options.tls_cert_file.empty()},
-                         {"mtls", !options.tls_client_ca_file.empty()}});
+                         {"mtls", !options.tls_client_ca_file.empty()},
+                         {"auth_token", !options.auth_token_file.empty()}});
   server->monitor_ = std::make_unique<HealthMonitor>(
       &server->health_, &server->inference_, options.stall_timeout, options.health_poll_interval);
   return server;

@@ -34,6 +34,12 @@ struct InferenceServerOptions {
   std::string tls_cert_file;
   std::string tls_key_file;
   std::string tls_client_ca_file;
+  // A file holding a static bearer token that every Inference call must carry (health needs
+  // none). With a token, server reflection is off: it could not check the token.
+  std::string auth_token_file;
+  int64_t max_prompt_bytes = int64_t{1} << 20;  // text of Generate and Tokenize
+  // A Generate stream whose client takes no message for this long is cancelled; zero: never.
+  absl::Duration stream_write_timeout = absl::Seconds(60);
   absl::Duration stall_timeout = absl::Seconds(60);  // zero: no stall detection
   absl::Duration health_poll_interval = absl::Milliseconds(500);
   RequestObserver* observer = nullptr;  // may be null; must outlive the server
@@ -72,7 +78,7 @@ class InferenceServer {
   HealthService& health() { return health_; }
 
  private:
-  explicit InferenceServer(const InferenceServerOptions& options);
+  explicit InferenceServer(InferenceServiceOptions options);
 
   InferenceService inference_;
   HealthService health_;

@@ -1,5 +1,6 @@
 #include "server/inference_service.h"
 
+#include <algorithm>
 #include <string>
 #include <utility>
 #include <vector>
@@ -22,8 +23,34 @@ grpc::ServerUnaryReactor* Answer(grpc::CallbackServerContext* context, const abs
 
 }  // namespace
 
-InferenceService::InferenceService(RequestObserver* observer)
-    : observer_(observer != nullptr ? observer : &default_observer_), started_(absl::Now()) {}
+InferenceService::InferenceService(InferenceServiceOptions options)
+    : options_(std::move(options)),
+      observer_(options_.observer != nullptr ? options_.observer : &default_observer_),
+      started_(absl::Now()) {
+  if (options_.stream_write_timeout > absl::ZeroDuration()) {
+    stall_sweeper_ = std::thread([this] { SweepStalledCalls(); });
+  }
+}
+
+InferenceService::~InferenceService() {
+  {
+    absl::MutexLock lock(&mu_);
+    stopping_ = true;
+  }
+  if (stall_sweeper_.joinable()) stall_sweeper_.join();
+}
+
+void InferenceService::SweepStalledCalls() {
+  const absl::Duration period =
+      std::clamp(options_.stream_write_timeout / 4, absl::Milliseconds(10), absl::Seconds(1));
+  absl::MutexLock lock(&mu_);
+  const auto stopping = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return stopping_; };
+  while (!mu_.AwaitWithTimeout(absl::Condition(&stopping), period)) {
+    // Holding mu_ keeps every registered reactor alive: OnDone unregisters under it.
+    const absl::Time now = absl::Now();
+    for (GenerateReactor* call : calls_) call->CancelIfStalled(now);
+  }
+}
 
 void InferenceService::SetEngine(std::shared_ptr<ServingEngine> engine) {
   absl::MutexLock lock(&mu_);
@@ -47,24 +74,31 @@ bool InferenceService::draining() const {
 
 bool InferenceService::WaitForNoCalls(absl::Time deadline) {
   absl::MutexLock lock(&mu_);
-  const auto idle = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return num_calls_ == 0; };
+  const auto idle = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return calls_.empty(); };
   return mu_.AwaitWithDeadline(absl::Condition(&idle), deadline);
 }
 
 grpc::ServerWriteReactor<v1::GenerateResponse>* InferenceService::Generate(
     grpc::CallbackServerContext* context, const v1::GenerateRequest* request) {
   std::shared_ptr<ServingEngine> engine;
-  absl::Status admission;
+  absl::Status admission = options_.auth.Check(*context);
   {
     absl::MutexLock lock(&mu_);
     engine = engine_;
-    if (draining_) admission = absl::UnavailableError("the server is draining");
-    ++num_calls_;
+    if (draining_ && admission.ok()) admission = absl::UnavailableError("the server is draining");
   }
-  auto* reactor = new GenerateReactor(context, std::move(engine), observer_, [this] {
+  const GenerateLimits limits{.max_prompt_bytes = options_.max_prompt_bytes,
+                              .write_timeout = options_.stream_write_timeout};
+  auto* reactor = new GenerateReactor(context, std::move(engine), observer_, limits,
+                                      [this](GenerateReactor* done) {
+                                        absl::MutexLock lock(&mu_);
+                                        calls_.erase(done);
+                                      });
+  {
+    // No reaction, OnDone included, runs before this handler returns.
     absl::MutexLock lock(&mu_);
-    --num_calls_;
-  });
+    calls_.insert(reactor);
+  }
   reactor->Start(*request, admission);
   return reactor;
 }
@@ -72,6 +106,7 @@ grpc::ServerWriteReactor<v1::GenerateResponse>* InferenceService::Generate(
 grpc::ServerUnaryReactor* InferenceService::Abort(grpc::CallbackServerContext* context,
                                                   const v1::AbortRequest* request,
                                                   v1::AbortResponse* response) {
+  if (absl::Status auth = options_.auth.Check(*context); !auth.ok()) return Answer(context, auth);
   const std::shared_ptr<ServingEngine> engine = this->engine();
   if (engine == nullptr) return Answer(context, Loading());
   for (const std::string& id : request->request_ids()) {
@@ -83,10 +118,15 @@ grpc::ServerUnaryReactor* InferenceService::Abort(grpc::CallbackServerContext* c
 grpc::ServerUnaryReactor* InferenceService::Tokenize(grpc::CallbackServerContext* context,
                                                      const v1::TokenizeRequest* request,
                                                      v1::TokenizeResponse* response) {
+  if (absl::Status auth = options_.auth.Check(*context); !auth.ok()) return Answer(context, auth);
   const std::shared_ptr<ServingEngine> engine = this->engine();
   if (engine == nullptr) return Answer(context, Loading());
   const Tokenizer* tokenizer = engine->tokenizer();
   if (tokenizer == nullptr) return Answer(context, NoTokenizerError("text"));
+  if (absl::Status s = CheckTextSize(request->text(), options_.max_prompt_bytes, "text");
+      !s.ok()) {
+    return Answer(context, s);
+  }
   for (int32_t id : tokenizer->Encode(request->text(), request->add_special_tokens())) {
     response->add_ids(static_cast<uint32_t>(id));
   }
@@ -96,6 +136,7 @@ grpc::ServerUnaryReactor* InferenceService::Tokenize(grpc::CallbackServerContext
 grpc::ServerUnaryReactor* InferenceService::Detokenize(grpc::CallbackServerContext* context,
                                                        const v1::DetokenizeRequest* request,
                                                        v1::DetokenizeResponse* response) {
+  if (absl::Status auth = options_.auth.Check(*context); !auth.ok()) return Answer(context, auth);
   const std::shared_ptr<ServingEngine> engine = this->engine();
   if (engine == nullptr) return Answer(context, Loading());
   const Tokenizer* tokenizer = engine->tokenizer();
@@ -110,6 +151,7 @@ grpc::ServerUnaryReactor* InferenceService::Detokenize(grpc::CallbackServerConte
 grpc::ServerUnaryReactor* InferenceService::GetModelInfo(grpc::CallbackServerContext* context,
                                                          const v1::GetModelInfoRequest* request,
                                                          v1::GetModelInfoResponse* response) {
+  if (absl::Status auth = options_.auth.Check(*context); !auth.ok()) return Answer(context, auth);
   const std::shared_ptr<ServingEngine> engine = this->engine();
   if (engine == nullptr) return Answer(context, Loading());
   FillModelInfo(*engine, response);
@@ -119,6 +161,7 @@ grpc::ServerUnaryReactor* InferenceService::GetModelInfo(grpc::CallbackServerCon
 grpc::ServerUnaryReactor* InferenceService::GetServerInfo(grpc::CallbackServerContext* context,
                                                           const v1::GetServerInfoRequest* request,
                                                           v1::GetServerInfoResponse* response) {
+  if (absl::Status auth = options_.auth.Check(*context); !auth.ok()) return Answer(context, auth);
   const std::shared_ptr<ServingEngine> engine = this->engine();
   if (engine == nullptr) return Answer(context, Loading());
   FillServerInfo(*engine, started_, draining(), response);

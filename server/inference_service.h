@@ -5,26 +5,43 @@
 // NOT_SERVING while the weights load; until then every RPC answers UNAVAILABLE. After
 // StartDraining, Generate answers UNAVAILABLE while the rest keep answering.
 //
+// Every call of the service first passes `options.auth` (UNAUTHENTICATED otherwise).
+//
 // Thread-safety: all methods are thread-safe.
 #ifndef MLASERVE_SERVER_INFERENCE_SERVICE_H_
 #define MLASERVE_SERVER_INFERENCE_SERVICE_H_
 
 #include <memory>
+#include <thread>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "grpcpp/grpcpp.h"
 #include "mlaserve/v1/inference.grpc.pb.h"
+#include "server/auth.h"
+#include "server/generate_reactor.h"
 #include "server/request_observer.h"
 #include "server/serving_engine.h"
 
 namespace mlaserve {
 
+// What the service enforces on every call.
+struct InferenceServiceOptions {
+  RequestObserver* observer = nullptr;  // may be null: no observation; must outlive the service
+  BearerAuth auth;                      // no token: calls need no credentials
+  int64_t max_prompt_bytes = int64_t{1} << 20;  // Generate and Tokenize text, before tokenizing
+  // A Generate call whose client has not taken a written message for this long is cancelled
+  // (and its request aborted), so a reader that stops reading holds no KV blocks and no
+  // growing output buffer.
+  absl::Duration stream_write_timeout = absl::Seconds(60);
+};
+
 class InferenceService final : public v1::Inference::CallbackService {
  public:
-  // `observer` (may be null: no observation) must outlive the service.
-  explicit InferenceService(RequestObserver* observer);
+  explicit InferenceService(InferenceServiceOptions options);
+  ~InferenceService() override;
 
   void SetEngine(std::shared_ptr<ServingEngine> engine);
   // Null until SetEngine.
@@ -55,6 +72,10 @@ class InferenceService final : public v1::Inference::CallbackService {
                                           v1::GetServerInfoResponse* response) override;
 
  private:
+  // Every so often, cancels the open calls whose client stopped reading (CancelIfStalled).
+  void SweepStalledCalls();
+
+  const InferenceServiceOptions options_;
   RequestObserver* const observer_;
   const absl::Time started_;
   RequestObserver default_observer_;
@@ -62,7 +83,9 @@ class InferenceService final : public v1::Inference::CallbackService {
   mutable absl::Mutex mu_;
   std::shared_ptr<ServingEngine> engine_ ABSL_GUARDED_BY(mu_);
   bool draining_ ABSL_GUARDED_BY(mu_) = false;
-  int num_calls_ ABSL_GUARDED_BY(mu_) = 0;  // open Generate calls
+  absl::flat_hash_set<GenerateReactor*> calls_ ABSL_GUARDED_BY(mu_);  // open Generate calls
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  std::thread stall_sweeper_;  // runs SweepStalledCalls; absent without a write timeout
 };
 
 }  // namespace mlaserve

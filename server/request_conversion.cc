@@ -52,6 +52,9 @@ absl::Status ConvertPrompt(const v1::GenerateRequest& proto, const ModelLimits& 
     case v1::GenerateRequest::kText:
       *field = "text";
       if (proto.text().empty()) return Invalid("text", "the prompt is empty");
+      if (absl::Status s = CheckTextSize(proto.text(), limits.max_prompt_bytes, "text"); !s.ok()) {
+        return s;
+      }
       if (tokenizer == nullptr) return NoTokenizerError("text");
       {
         const std::vector<int32_t> encoded =
@@ -137,6 +140,12 @@ absl::Status ConvertStopping(const v1::StoppingCriteria& p, const ModelLimits& l
 }
 
 }  // namespace
+
+absl::Status CheckTextSize(const std::string& text, int64_t max_bytes, const char* field) {
+  if (static_cast<int64_t>(text.size()) <= max_bytes) return absl::OkStatus();
+  return Invalid(field, absl::StrCat(text.size(), " bytes are over the limit of ", max_bytes,
+                                     " bytes (--max_prompt_bytes)"));
+}
 
 absl::Status NoTokenizerError(const char* field) {
   return absl::FailedPreconditionError(absl::StrCat(

@@ -9,6 +9,7 @@
 #define MLASERVE_SERVER_REQUEST_CONVERSION_H_
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -25,6 +26,9 @@ inline constexpr uint32_t kMaxTopLogprobs = 20;
 struct ModelLimits {
   int64_t vocab_size = 0;          // token ids must be below it
   int32_t max_context_tokens = 0;  // prompt + output tokens of one sequence
+  // Text prompts longer than this are refused before they are tokenized, so that the cost of
+  // tokenization stays bounded.
+  int64_t max_prompt_bytes = int64_t{1} << 20;
 };
 
 // Validates `proto` and builds the engine Request (id, prompt, sampling, stopping, priority,
@@ -36,6 +40,9 @@ absl::StatusOr<Request> ToEngineRequest(const v1::GenerateRequest& proto, const 
 // The ids of a Detokenize request, each checked to be below `vocab_size`.
 absl::StatusOr<std::vector<int32_t>> DetokenizeIds(const v1::DetokenizeRequest& proto,
                                                    int64_t vocab_size);
+
+// INVALID_ARGUMENT naming `field` when `text` is longer than `max_bytes`.
+absl::Status CheckTextSize(const std::string& text, int64_t max_bytes, const char* field);
 
 // The error of Tokenize, Detokenize and text prompts when the model has no tokenizer.
 absl::Status NoTokenizerError(const char* field);

@@ -44,6 +44,13 @@ ABSL_FLAG(std::string, tls_cert, "", "PEM server certificate chain; with --tls_k
 ABSL_FLAG(std::string, tls_key, "", "PEM private key of --tls_cert");
 ABSL_FLAG(std::string, tls_client_ca, "",
           "PEM CA bundle; when set, clients must present a certificate it signed (mTLS)");
+ABSL_FLAG(std::string, auth_token_file, "",
+          "file holding a bearer token every Inference call must carry as 'authorization: "
+          "Bearer TOKEN' (health needs none; reflection is off)");
+ABSL_FLAG(int64_t, max_prompt_bytes, int64_t{1} << 20,
+          "longest text prompt (Generate, Tokenize) in bytes, refused before tokenization");
+ABSL_FLAG(double, stream_write_timeout_s, 60,
+          "cancel a Generate stream whose client takes no message for this long (0 = never)");
 ABSL_FLAG(bool, enable_prefix_caching, true, "reuse KV blocks of shared prompt prefixes");
 ABSL_FLAG(bool, deterministic, true,
           "greedy and seeded results do not depend on what else is batched");
@@ -68,6 +75,9 @@ absl::StatusOr<InferenceServerOptions> ServerOptionsFromFlags() {
   o.tls_key_file = absl::GetFlag(FLAGS_tls_key);
   o.tls_client_ca_file = absl::GetFlag(FLAGS_tls_client_ca);
   o.stall_timeout = Seconds(FLAGS_stall_timeout_s);
+  o.auth_token_file = absl::GetFlag(FLAGS_auth_token_file);
+  o.max_prompt_bytes = absl::GetFlag(FLAGS_max_prompt_bytes);
+  o.stream_write_timeout = Seconds(FLAGS_stream_write_timeout_s);
   if (absl::GetFlag(FLAGS_drain_timeout_s) < 0) {
     return absl::InvalidArgumentError("--drain_timeout_s: must not be negative");
   }
