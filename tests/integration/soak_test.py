@@ -4,7 +4,8 @@ a bounded time -- plain and sampled requests, Abort RPCs, client cancels, short 
 slow readers that never read, bursts above the queue limit and invalid requests -- then checks
 that every stream ended with a Complete or a status, no KV block leaked, the engine is idle,
 the daemon still answers, and reports the resident-memory growth. Last, it kills the daemon
-with SIGKILL under load and checks that a restart comes back SERVING.
+with SIGKILL under load and checks that a restart comes back SERVING; and it sends input past
+the limits (an 18 MiB Generate, a 1 MiB HTTP header to /metrics) and checks the refusals.
 
 Usage: soak_test.py --mlaserve=BIN --protoc=PROTOC --source_dir=DIR [--seconds=N]
 (MLASERVE_SOAK_SECONDS overrides the default duration.) Prints a summary line per figure.
@@ -14,6 +15,7 @@ import collections
 import os
 import random
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -21,6 +23,7 @@ import threading
 import time
 import shutil
 import unittest
+import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import grpc_server_test as common  # noqa: E402  (protos, the model dir, the client)
@@ -47,7 +50,7 @@ def rss_mb(pid):
 class Daemon:
     """One `mlaserve serve` process on `port`."""
 
-    def __init__(self, workdir, model, port):
+    def __init__(self, workdir, model, port, metrics_port=0):
         self.log_path = os.path.join(workdir, "mlaserve-%d.log" % time.monotonic_ns())
         self.log = open(self.log_path, "w")
         self.process = subprocess.Popen(
@@ -56,7 +59,8 @@ class Daemon:
              "--max_num_seqs=%d" % MAX_NUM_SEQS, "--max_num_batched_tokens=256",
              "--block_size=16", "--kv_cache_tokens=8192", "--max_queue=%d" % MAX_QUEUE,
              "--stream_write_timeout_s=%g" % WRITE_TIMEOUT_S, "--drain_timeout_s=2",
-             "--log_format=json", "--metrics_port=0"],
+             "--log_format=json", "--metrics_host=127.0.0.1",
+             "--metrics_port=%d" % metrics_port],
             stderr=self.log)
 
     def wait_serving(self, client, timeout=120):
@@ -221,7 +225,9 @@ class Load:
         channel.close()
 
 
-class SoakTest(unittest.TestCase):
+class DaemonTestCase(unittest.TestCase):
+    """A model directory, a port and daemons started on it."""
+
     @classmethod
     def setUpClass(cls):
         cls.workdir = tempfile.mkdtemp(prefix="mlaserve_soak_")
@@ -234,8 +240,8 @@ class SoakTest(unittest.TestCase):
     def tearDownClass(cls):
         shutil.rmtree(cls.workdir, ignore_errors=True)
 
-    def start_daemon(self):
-        daemon = Daemon(self.workdir, self.model, self.port)
+    def start_daemon(self, metrics_port=0):
+        daemon = Daemon(self.workdir, self.model, self.port, metrics_port)
         channel = grpc.insecure_channel("127.0.0.1:%d" % self.port)
         self.addCleanup(channel.close)
         client = common.Client(channel)
@@ -255,6 +261,9 @@ class SoakTest(unittest.TestCase):
                 self.fail("engine not idle or KV blocks leaked: %s" % info)
             time.sleep(0.05)
 
+
+
+class SoakTest(DaemonTestCase):
     def test_1_random_load_with_faults(self):
         daemon, client = self.start_daemon()
         try:
@@ -325,6 +334,39 @@ class SoakTest(unittest.TestCase):
                   sum(load.outcomes.values()))
         finally:
             restarted.stop()
+
+
+class OversizedInputTest(DaemonTestCase):
+    """Input past the limits is refused cleanly and the daemon keeps serving."""
+
+    def test_3_oversized_grpc_message_and_http_request(self):
+        metrics_port = common.free_port()
+        daemon, client = self.start_daemon(metrics_port)
+        try:
+            # Past --max_message_bytes (16 MiB): refused by gRPC before it is parsed.
+            huge = common.greedy([200] * (9 << 20), 1)  # two bytes per id
+            with self.assertRaises(grpc.RpcError) as caught:
+                list(client.generate(huge))
+            self.assertEqual(caught.exception.code(), grpc.StatusCode.RESOURCE_EXHAUSTED)
+            # A metrics request with a 1 MiB header: an HTTP error or a closed connection.
+            with socket.create_connection(("127.0.0.1", metrics_port), timeout=10) as s:
+                try:
+                    s.sendall(b"GET /metrics HTTP/1.1\r\nHost: x\r\nX-Big: " +
+                              b"a" * (1 << 20) + b"\r\n\r\n")
+                    answer = s.recv(64)
+                except (ConnectionResetError, BrokenPipeError):
+                    answer = b""
+            self.assertFalse(answer.startswith(b"HTTP/1.1 200"), answer)
+            # Both ports still serve.
+            with urllib.request.urlopen("http://127.0.0.1:%d/metrics" % metrics_port,
+                                        timeout=10) as r:
+                self.assertIn(b"mlaserve_num_requests_running", r.read())
+            ids, _, _ = common.collect(client.generate(common.greedy([1, 2], 2)))
+            self.assertEqual(len(ids), 2)
+            print("\noversized: 18 MiB Generate -> RESOURCE_EXHAUSTED; 1 MiB HTTP header -> %r" %
+                  answer[:32])
+        finally:
+            daemon.stop()
 
 
 def main():
