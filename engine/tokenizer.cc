@@ -34,9 +34,12 @@ absl::Status ParseAddedTokens(const nlohmann::json& json, Pipeline* p) {
   for (const auto& entry : json) {
     AddedToken token;
     const std::string where = absl::StrCat("added_tokens[", p->added_tokens.size(), "]");
-    if (!entry.is_object() || !entry.contains("id") || !entry["id"].is_number_integer() ||
-        entry["id"].get<int64_t>() < 0 || entry["id"].get<int64_t>() > INT32_MAX) {
-      return absl::InvalidArgumentError(absl::StrCat(where, ".id must be a valid id"));
+    const std::optional<int32_t> id =
+        entry.is_object() && entry.contains("id") ? tokenizer_internal::JsonTokenId(entry["id"])
+                                                  : std::nullopt;
+    if (!id.has_value()) {
+      return absl::InvalidArgumentError(absl::StrCat(where, ".id must be an id in [0, ",
+                                                     tokenizer_internal::kMaxTokenId, "]"));
     }
     if (auto s = tokenizer_internal::JsonString(entry, "content", where, &token.content); !s.ok()) {
       return s;
@@ -52,7 +55,7 @@ absl::Status ParseAddedTokens(const nlohmann::json& json, Pipeline* p) {
     // As in the reference, a token already in the model's vocabulary keeps the model's id.
     const auto& vocab = p->model->vocab();
     const auto in_vocab = vocab.find(token.content);
-    token.id = in_vocab != vocab.end() ? in_vocab->second : entry["id"].get<int32_t>();
+    token.id = in_vocab != vocab.end() ? in_vocab->second : *id;
     p->added_tokens.push_back(std::move(token));
   }
   return absl::OkStatus();
@@ -145,6 +148,15 @@ absl::Status BuildPipeline(const nlohmann::json& json, Pipeline* p) {
   p->decoder = std::move(*decoder);
   if (auto s = ParseAddedTokens(section("added_tokens"), p); !s.ok()) return s;
   BuildIdTables(p);
+  // Encode emits the post-processor's ids as they are, so each must name a token.
+  std::vector<int32_t> template_ids;
+  if (p->post_processor != nullptr) p->post_processor->Process(true, &template_ids);
+  for (const int32_t id : template_ids) {
+    if (id >= static_cast<int64_t>(p->id_to_token.size()) || p->id_to_token[id].empty()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("post_processor: special token id ", id, " is not in the vocabulary"));
+    }
+  }
   return absl::OkStatus();
 }
 

@@ -71,10 +71,12 @@ absl::StatusOr<std::unique_ptr<BpeModel>> BpeModel::Parse(const nlohmann::json& 
   if (vocab == json.end() || !vocab->is_object()) return ModelError("vocab must be an object");
   model->vocab_.reserve(vocab->size());
   for (const auto& [token, id] : vocab->items()) {
-    if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() > INT32_MAX) {
-      return ModelError(absl::StrCat("vocab id of \"", token, "\" is not a valid id"));
+    const std::optional<int32_t> valid = JsonTokenId(id);
+    if (!valid.has_value()) {
+      return ModelError(absl::StrCat("vocab id of \"", token, "\" is not an id in [0, ",
+                                     kMaxTokenId, "]"));
     }
-    model->vocab_[token] = id.get<int32_t>();
+    model->vocab_[token] = *valid;
   }
   if (!unk_token.empty()) {
     const auto it = model->vocab_.find(unk_token);

@@ -66,4 +66,12 @@ absl::Status JsonString(const nlohmann::json& object, const char* key, std::stri
   return absl::OkStatus();
 }
 
+std::optional<int32_t> JsonTokenId(const nlohmann::json& json) {
+  // Non-negative integers parse as unsigned, negative ones as signed.
+  if (json.is_number_unsigned() && json.get<uint64_t>() <= kMaxTokenId) {
+    return static_cast<int32_t>(json.get<uint64_t>());
+  }
+  return std::nullopt;
+}
+
 }  // namespace mlaserve::tokenizer_internal

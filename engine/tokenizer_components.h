@@ -50,6 +50,12 @@ absl::Status JsonBool(const nlohmann::json& object, const char* key, bool fallba
 absl::Status JsonString(const nlohmann::json& object, const char* key, std::string_view where,
                         std::string* out);
 
+// Token ids index dense tables, so tokenizer.json may not use ids above this (16 times the
+// largest vocabulary in use, 262,144): a corrupt file cannot make the tables huge.
+inline constexpr int64_t kMaxTokenId = (int64_t{1} << 22) - 1;
+// The id `json` holds when it is an integer in [0, kMaxTokenId].
+std::optional<int32_t> JsonTokenId(const nlohmann::json& json);
+
 class Normalizer {
  public:
   virtual ~Normalizer() = default;

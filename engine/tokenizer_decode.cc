@@ -4,6 +4,7 @@
 // which they receive piece by piece and from which they hold back only what a later piece could
 // still change. The result is byte-for-byte the batch decode.
 
+#include <algorithm>
 #include <climits>
 #include <utility>
 
@@ -115,8 +116,9 @@ absl::Status ParseStage(const nlohmann::json& json, std::vector<DecoderPipeline:
         !stop->is_number_unsigned()) {
       return DecoderError(type, "start and stop must be non-negative integers");
     }
-    stage.strip_start = start->get<int>();
-    stage.strip_stop = stop->get<int>();
+    // Counts past INT_MAX strip as much as INT_MAX does (everything); never wrap to negative.
+    stage.strip_start = static_cast<int>(std::min<uint64_t>(start->get<uint64_t>(), INT_MAX));
+    stage.strip_stop = static_cast<int>(std::min<uint64_t>(stop->get<uint64_t>(), INT_MAX));
   } else {
     return absl::InvalidArgumentError(absl::StrCat(
         "decoder type \"", type,

@@ -67,8 +67,9 @@ absl::StatusOr<std::unique_ptr<PostProcessor>> ParseTemplate(const nlohmann::jso
       return TemplateError(absl::StrCat("special_tokens has no ids for \"", name, "\""));
     }
     for (const auto& id : (*special)[name]["ids"]) {
-      if (!id.is_number_integer()) return TemplateError("special token ids must be integers");
-      (seen_sequence ? after : before).push_back(id.get<int32_t>());
+      const std::optional<int32_t> valid = JsonTokenId(id);
+      if (!valid.has_value()) return TemplateError("special token ids must be valid ids");
+      (seen_sequence ? after : before).push_back(*valid);
     }
   }
   if (!seen_sequence) return TemplateError("single has no $A");
@@ -82,11 +83,13 @@ absl::StatusOr<std::unique_ptr<PostProcessor>> ParseClsSep(const nlohmann::json&
   const char* keys[2] = {"cls", "sep"};
   for (int i = 0; i < 2; ++i) {
     const auto it = json.find(keys[i]);
-    if (it == json.end() || !it->is_array() || it->size() != 2 || !(*it)[1].is_number_integer()) {
+    const std::optional<int32_t> id =
+        it != json.end() && it->is_array() && it->size() == 2 ? JsonTokenId((*it)[1]) : std::nullopt;
+    if (!id.has_value()) {
       return absl::InvalidArgumentError(
           absl::StrCat("post_processor ", AbslView(type), ": ", keys[i], " must be [token, id]"));
     }
-    ids[i] = (*it)[1].get<int32_t>();
+    ids[i] = *id;
   }
   return std::make_unique<TemplateProcessor>(std::vector<int32_t>{ids[0]},
                                              std::vector<int32_t>{ids[1]});

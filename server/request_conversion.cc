@@ -16,15 +16,18 @@ absl::Status Invalid(const char* field, const std::string& what) {
   return absl::InvalidArgumentError(absl::StrCat(field, ": ", what));
 }
 
-// Copies `ids` into `out`, refusing any id outside [0, vocab_size).
+// Copies `ids` into `out`, refusing any id outside [0, vocab_size) and any id that does not
+// fit in int32 (engine ids are int32 whatever the vocabulary size claims).
 template <typename Ids>
 absl::Status CheckTokenIds(const Ids& ids, int64_t vocab_size, const char* field,
                            std::vector<int32_t>* out) {
+  const int64_t limit =
+      std::min<int64_t>(vocab_size, int64_t{std::numeric_limits<int32_t>::max()} + 1);
   out->clear();
   out->reserve(static_cast<size_t>(ids.size()));
   for (int64_t i = 0; i < static_cast<int64_t>(ids.size()); ++i) {
     const int64_t id = ids[i];
-    if (id < 0 || id >= vocab_size) {
+    if (id < 0 || id >= limit) {
       return absl::InvalidArgumentError(absl::StrCat(
           field, "[", i, "] = ", id, " is not a token id below the vocabulary size ", vocab_size));
     }

@@ -144,5 +144,45 @@ TEST_F(TokenizerLoadTest, RefusesUnsupportedComponentsByName) {
   }
 }
 
+// Found by tests/fuzz/tokenizer_json_fuzz: an id of 2^31 - 1 overflowed the id table's size
+// (max_id + 1) and a large one made Load allocate gigabytes; ids are now bounded.
+TEST_F(TokenizerLoadTest, RefusesIdsBeyondTheLimit) {
+  const EditCase cases[] = {
+      {"added token", [](auto& j) { j["added_tokens"][0]["id"] = 2147483647; },
+       "added_tokens[0].id"},
+      {"vocab", [](auto& j) { j["model"]["vocab"]["zz"] = 2000000000; }, "vocab id of \"zz\""},
+      {"negative", [](auto& j) { j["model"]["vocab"]["zz"] = -1; }, "vocab id of \"zz\""},
+      {"template",
+       [](auto& j) { j["post_processor"]["special_tokens"]["<|endoftext|>"]["ids"][0] = -2; },
+       "special token ids"},
+  };
+  for (const EditCase& c : cases) {
+    const absl::Status status = LoadEdited(c.edit);
+    EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << c.name;
+    EXPECT_THAT(status.message(), HasSubstr(c.message)) << c.name;
+  }
+}
+
+// Encode emits the post-processor's ids as they are: one without a token would lie at or above
+// vocab_size(), which the tokenizer_json_fuzz checks forbid.
+TEST_F(TokenizerLoadTest, RefusesTemplateIdsWithoutAToken) {
+  const absl::Status status = LoadEdited([](auto& j) {
+    j["post_processor"]["special_tokens"]["<|endoftext|>"]["ids"][0] = 100000;
+  });
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(status.message(), HasSubstr("special token id 100000 is not in the vocabulary"));
+}
+
+// A Strip decoder count above INT_MAX strips everything instead of wrapping to a negative count.
+TEST_F(TokenizerLoadTest, HugeStripCountsStripEverything) {
+  nlohmann::json json = base_;
+  json["decoder"] = {{"type", "Strip"}, {"content", "a"}, {"start", 4294967295u}, {"stop", 0}};
+  std::ofstream(dir_ / "tokenizer.json") << json.dump();
+  auto tokenizer = Tokenizer::Load((dir_ / "tokenizer.json").string());
+  ASSERT_TRUE(tokenizer.ok()) << tokenizer.status();
+  const std::vector<int32_t> ids = (*tokenizer)->Encode("aaab", /*add_special_tokens=*/false);
+  EXPECT_EQ((*tokenizer)->Decode(ids, /*skip_special_tokens=*/false), "b");
+}
+
 }  // namespace
 }  // namespace mlaserve

@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <string>
 
+#include "google/protobuf/stubs/logging.h"
 #include "server/request_conversion.h"
 #include "tests/fuzz/fuzz_check.h"
 
@@ -99,6 +100,11 @@ void CheckAccepted(const mlaserve::Request& r, const mlaserve::ModelLimits& limi
 }
 
 }  // namespace
+
+extern "C" int LLVMFuzzerInitialize(int*, char***) {
+  google::protobuf::SetLogHandler(nullptr);  // wire inputs with invalid UTF-8 strings log
+  return 0;
+}
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   FuzzedDataProvider in(data, size);

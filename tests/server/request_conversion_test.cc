@@ -198,5 +198,23 @@ TEST(RequestConversionTest, DetokenizeRefusesIdsAtVocab) {
   EXPECT_THAT(std::string(ids.status().message()), HasSubstr("ids[2]"));
 }
 
+// Found by tests/fuzz/request_conversion_fuzz: with a vocabulary size over 2^31 (a corrupt
+// config), ids of 2^31 and more passed the check and became negative int32 ids.
+TEST(RequestConversionTest, IdsThatDoNotFitInt32AreRefusedWhateverTheVocabSize) {
+  constexpr int64_t kHugeVocab = int64_t{1} << 33;
+  v1::DetokenizeRequest detokenize;
+  detokenize.add_ids(0x80000000u);
+  absl::StatusOr<std::vector<int32_t>> ids = DetokenizeIds(detokenize, kHugeVocab);
+  EXPECT_EQ(ids.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(ids.status().message()), HasSubstr("ids[0]"));
+
+  v1::GenerateRequest generate;
+  generate.mutable_token_ids()->add_ids(0xFFFFFFFFu);
+  absl::StatusOr<Request> r =
+      ToEngineRequest(generate, {.vocab_size = kHugeVocab, .max_context_tokens = 64}, nullptr);
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(r.status().message()), HasSubstr("token_ids[0]"));
+}
+
 }  // namespace
 }  // namespace mlaserve

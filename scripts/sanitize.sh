@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Builds the engine and server tests with sanitizers and runs them (docs/reliability.md):
+#   address  build-asan/, -DMLASERVE_SANITIZE=address,undefined (ASan, LeakSanitizer, UBSan)
+#   thread   build-tsan/, -DMLASERVE_SANITIZE=thread (TSan, suppressions in tests/tsan.supp)
+# Every report stops the process that made it, so the test fails.
+#
+#   scripts/sanitize.sh [address] [thread]     (both when none is named)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+kinds=("$@")
+[ ${#kinds[@]} -gt 0 ] || kinds=(address thread)
+tests=()
+for src in tests/engine/*_test.cc tests/server/*_test.cc; do tests+=("$(basename "$src" .cc)"); done
+
+export ASAN_OPTIONS=halt_on_error=1:detect_leaks=1:strict_string_checks=1
+export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
+export TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:suppressions=$PWD/tests/tsan.supp"
+for kind in "${kinds[@]}"; do
+  case "$kind" in
+    address) build_dir=build-asan; sanitizers=address,undefined ;;
+    thread) build_dir=build-tsan; sanitizers=thread ;;
+    *) echo "sanitize: unknown kind $kind (address or thread)" >&2; exit 2 ;;
+  esac
+  cmake -S . -B "$build_dir" -G Ninja -DMLASERVE_SANITIZE="$sanitizers" \
+    -DMLASERVE_ENABLE_CUDA=OFF >/dev/null
+  cmake --build "$build_dir" --target "${tests[@]}" -- -j"$(nproc)"
+  (cd "$build_dir" && ctest --output-on-failure -j"$(nproc)" -L '^(engine|server)$')
+done
