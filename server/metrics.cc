@@ -52,6 +52,17 @@ std::vector<prometheus::Labels> PrecreatedLabels(const MetricSpec& spec) {
   return labels;
 }
 
+// Registers the family `name` of `spec` and adds its `labels` series to `series`; `args` (the
+// buckets of a histogram) go to every series.
+template <typename T, typename SeriesT, typename... Args>
+void Register(prometheus::detail::Builder<T> builder, std::string_view name,
+              const MetricSpec& spec, const std::vector<prometheus::Labels>& labels,
+              prometheus::Registry& registry, SeriesT& series, const Args&... args) {
+  auto& family = builder.Name(std::string(name)).Help(std::string(spec.help)).Register(registry);
+  series.families.push_back(&family);
+  for (const prometheus::Labels& l : labels) series.values.push_back(&family.Add(l, args...));
+}
+
 }  // namespace
 
 Metrics::Metrics(const MetricsOptions& options) {
@@ -62,40 +73,20 @@ void Metrics::Create(const MetricSpec& spec, const MetricsOptions& options) {
   const size_t i = static_cast<size_t>(spec.id);
   const std::vector<prometheus::Labels> labels = PrecreatedLabels(spec);
   switch (spec.type) {
-    case MetricType::kCounter: {
-      auto& family = prometheus::BuildCounter()
-                         .Name(std::string(spec.name))
-                         .Help(std::string(spec.help))
-                         .Register(registry_);
-      counters_[i].families.push_back(&family);
-      for (const prometheus::Labels& l : labels) counters_[i].values.push_back(&family.Add(l));
+    case MetricType::kCounter:
+      Register(prometheus::BuildCounter(), spec.name, spec, labels, registry_, counters_[i]);
       break;
-    }
-    case MetricType::kGauge: {
-      std::vector<std::string_view> names = {spec.name};
-      if (options.vllm_names) names.insert(names.end(), spec.vllm_names.begin(), spec.vllm_names.end());
-      for (std::string_view name : names) {
-        auto& family = prometheus::BuildGauge()
-                           .Name(std::string(name))
-                           .Help(std::string(spec.help))
-                           .Register(registry_);
-        gauges_[i].families.push_back(&family);
-        for (const prometheus::Labels& l : labels) gauges_[i].values.push_back(&family.Add(l));
+    case MetricType::kGauge:
+      Register(prometheus::BuildGauge(), spec.name, spec, labels, registry_, gauges_[i]);
+      if (!options.vllm_names) break;
+      for (std::string_view name : spec.vllm_names) {
+        Register(prometheus::BuildGauge(), name, spec, labels, registry_, gauges_[i]);
       }
       break;
-    }
-    case MetricType::kHistogram: {
-      auto& family = prometheus::BuildHistogram()
-                         .Name(std::string(spec.name))
-                         .Help(std::string(spec.help))
-                         .Register(registry_);
-      histograms_[i].families.push_back(&family);
-      const std::vector<double> buckets = BucketsOf(spec, options);
-      for (const prometheus::Labels& l : labels) {
-        histograms_[i].values.push_back(&family.Add(l, buckets));
-      }
+    case MetricType::kHistogram:
+      Register(prometheus::BuildHistogram(), spec.name, spec, labels, registry_, histograms_[i],
+               BucketsOf(spec, options));
       break;
-    }
   }
 }
 

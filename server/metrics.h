@@ -62,7 +62,8 @@ class Metrics final : public RequestObserver, public prometheus::Collectable {
   template <typename T>
   struct Series {
     std::vector<prometheus::Family<T>*> families;  // the metric, then its vLLM names
-    std::vector<T*> values;  // per label value in table order (per family for gauges)
+    // Per label value in table order; gauges: that for each family in turn.
+    std::vector<T*> values;
   };
 
   void Create(const MetricSpec& spec, const MetricsOptions& options);
