@@ -20,6 +20,10 @@ namespace {
 using Json = nlohmann::json;
 
 constexpr size_t kMaxShownValueChars = 80;
+// The largest dimension or count (Fields::Size): the engine multiplies up to three of them and
+// an element size, which then stays below 2^62. Real models are far smaller (DeepSeek-V3's
+// largest is its 163,840 positions).
+constexpr int64_t kMaxSize = int64_t{1} << 20;
 
 // A JSON value as it appears in the file, cut short for error messages.
 std::string Shown(const Json& v) {
@@ -73,6 +77,14 @@ class Fields {
     }
     if (value < min) return Error(key, want);
     *out = value;
+    return absl::OkStatus();
+  }
+
+  // A dimension or count: Int() that is also at most kMaxSize.
+  absl::Status Size(absl::string_view key, int64_t min, std::optional<int64_t> fallback,
+                    int64_t* out) const {
+    if (absl::Status s = Int(key, min, fallback, out); !s.ok()) return s;
+    if (*out > kMaxSize) return Error(key, absl::StrCat("must be at most ", kMaxSize));
     return absl::OkStatus();
   }
 
@@ -161,7 +173,7 @@ absl::Status ParseRopeScaling(const Json& obj, absl::string_view name, ModelConf
     r.type = RopeScalingType::kYarn;
     MLASERVE_RETURN_IF_ERROR_(f.Number("factor", true, std::nullopt, &r.factor));
     MLASERVE_RETURN_IF_ERROR_(
-        f.Int("original_max_position_embeddings", 1, 4096, &r.original_max_position_embeddings));
+        f.Size("original_max_position_embeddings", 1, 4096, &r.original_max_position_embeddings));
     MLASERVE_RETURN_IF_ERROR_(f.Number("beta_fast", false, 32.0, &r.beta_fast));
     MLASERVE_RETURN_IF_ERROR_(f.Number("beta_slow", false, 1.0, &r.beta_slow));
     MLASERVE_RETURN_IF_ERROR_(f.Number("mscale", false, 1.0, &r.mscale));
@@ -174,8 +186,8 @@ absl::Status ParseRopeScaling(const Json& obj, absl::string_view name, ModelConf
 
 absl::Status ParseMoe(const Fields& f, ModelConfig* c) {
   const bool v3 = c->model_type == "deepseek_v3";
-  MLASERVE_RETURN_IF_ERROR_(f.Int("n_routed_experts", 0, 0, &c->n_routed_experts));
-  MLASERVE_RETURN_IF_ERROR_(f.Int("n_shared_experts", 0, 0, &c->n_shared_experts));
+  MLASERVE_RETURN_IF_ERROR_(f.Size("n_routed_experts", 0, 0, &c->n_routed_experts));
+  MLASERVE_RETURN_IF_ERROR_(f.Size("n_shared_experts", 0, 0, &c->n_shared_experts));
   MLASERVE_RETURN_IF_ERROR_(f.Int("first_k_dense_replace", 0, 0, &c->first_k_dense_replace));
   MLASERVE_RETURN_IF_ERROR_(f.Int("moe_layer_freq", 1, 1, &c->moe_layer_freq));
   MLASERVE_RETURN_IF_ERROR_(f.Int("n_group", 1, 1, &c->n_group));
@@ -207,13 +219,14 @@ absl::Status ParseMoe(const Fields& f, ModelConfig* c) {
   }
 
   if (c->n_routed_experts == 0) {  // dense model: the MoE fields are unused
-    MLASERVE_RETURN_IF_ERROR_(f.Int("num_experts_per_tok", 0, 0, &c->num_experts_per_tok));
-    MLASERVE_RETURN_IF_ERROR_(f.Int("moe_intermediate_size", 0, 0, &c->moe_intermediate_size));
+    MLASERVE_RETURN_IF_ERROR_(f.Size("num_experts_per_tok", 0, 0, &c->num_experts_per_tok));
+    MLASERVE_RETURN_IF_ERROR_(f.Size("moe_intermediate_size", 0, 0, &c->moe_intermediate_size));
     return absl::OkStatus();
   }
-  MLASERVE_RETURN_IF_ERROR_(f.Int("num_experts_per_tok", 1, std::nullopt, &c->num_experts_per_tok));
   MLASERVE_RETURN_IF_ERROR_(
-      f.Int("moe_intermediate_size", 1, std::nullopt, &c->moe_intermediate_size));
+      f.Size("num_experts_per_tok", 1, std::nullopt, &c->num_experts_per_tok));
+  MLASERVE_RETURN_IF_ERROR_(
+      f.Size("moe_intermediate_size", 1, std::nullopt, &c->moe_intermediate_size));
   if (c->num_experts_per_tok > c->n_routed_experts) {
     return f.Error("num_experts_per_tok",
                    absl::StrCat("must be <= n_routed_experts (", c->n_routed_experts, ")"));
@@ -282,13 +295,13 @@ absl::StatusOr<ModelConfig> ParseObject(const Json& root) {
   }
   // num_key_value_heads is deliberately not read: MLA shares one latent across all heads.
 
-  MLASERVE_RETURN_IF_ERROR_(f.Int("vocab_size", 1, std::nullopt, &c.vocab_size));
-  MLASERVE_RETURN_IF_ERROR_(f.Int("hidden_size", 1, std::nullopt, &c.hidden_size));
-  MLASERVE_RETURN_IF_ERROR_(f.Int("intermediate_size", 1, std::nullopt, &c.intermediate_size));
-  MLASERVE_RETURN_IF_ERROR_(f.Int("num_hidden_layers", 1, std::nullopt, &c.num_hidden_layers));
-  MLASERVE_RETURN_IF_ERROR_(f.Int("num_attention_heads", 1, std::nullopt, &c.num_attention_heads));
+  MLASERVE_RETURN_IF_ERROR_(f.Size("vocab_size", 1, std::nullopt, &c.vocab_size));
+  MLASERVE_RETURN_IF_ERROR_(f.Size("hidden_size", 1, std::nullopt, &c.hidden_size));
+  MLASERVE_RETURN_IF_ERROR_(f.Size("intermediate_size", 1, std::nullopt, &c.intermediate_size));
+  MLASERVE_RETURN_IF_ERROR_(f.Size("num_hidden_layers", 1, std::nullopt, &c.num_hidden_layers));
+  MLASERVE_RETURN_IF_ERROR_(f.Size("num_attention_heads", 1, std::nullopt, &c.num_attention_heads));
   MLASERVE_RETURN_IF_ERROR_(
-      f.Int("max_position_embeddings", 1, std::nullopt, &c.max_position_embeddings));
+      f.Size("max_position_embeddings", 1, std::nullopt, &c.max_position_embeddings));
   MLASERVE_RETURN_IF_ERROR_(f.Number("rms_norm_eps", true, 1e-6, &c.rms_norm_eps));
 
   // q_lora_rank must be written: null selects the plain q_proj (V2-Lite). A missing key would
@@ -297,16 +310,16 @@ absl::StatusOr<ModelConfig> ParseObject(const Json& root) {
     return f.Error("q_lora_rank", "must be null or a positive integer");
   }
   if (f.Get("q_lora_rank") != nullptr &&
-      !f.Int("q_lora_rank", 1, std::nullopt, &c.q_lora_rank).ok()) {
+      !f.Size("q_lora_rank", 1, std::nullopt, &c.q_lora_rank).ok()) {
     return f.Error("q_lora_rank", "must be null or a positive integer");
   }
-  MLASERVE_RETURN_IF_ERROR_(f.Int("kv_lora_rank", 1, std::nullopt, &c.kv_lora_rank));
-  MLASERVE_RETURN_IF_ERROR_(f.Int("qk_nope_head_dim", 1, std::nullopt, &c.qk_nope_head_dim));
-  MLASERVE_RETURN_IF_ERROR_(f.Int("qk_rope_head_dim", 1, std::nullopt, &c.qk_rope_head_dim));
+  MLASERVE_RETURN_IF_ERROR_(f.Size("kv_lora_rank", 1, std::nullopt, &c.kv_lora_rank));
+  MLASERVE_RETURN_IF_ERROR_(f.Size("qk_nope_head_dim", 1, std::nullopt, &c.qk_nope_head_dim));
+  MLASERVE_RETURN_IF_ERROR_(f.Size("qk_rope_head_dim", 1, std::nullopt, &c.qk_rope_head_dim));
   if (c.qk_rope_head_dim % 2 != 0) {
     return f.Error("qk_rope_head_dim", "must be even (rotary dimensions come in pairs)");
   }
-  MLASERVE_RETURN_IF_ERROR_(f.Int("v_head_dim", 1, std::nullopt, &c.v_head_dim));
+  MLASERVE_RETURN_IF_ERROR_(f.Size("v_head_dim", 1, std::nullopt, &c.v_head_dim));
   MLASERVE_RETURN_IF_ERROR_(f.Number("rope_theta", true, 10000.0, &c.rope_theta));
   if (const Json* rs = f.Get("rope_scaling"); rs != nullptr) {
     MLASERVE_RETURN_IF_ERROR_(ParseRopeScaling(*rs, "rope_scaling", &c));

@@ -34,12 +34,12 @@ absl::Status ParseAddedTokens(const nlohmann::json& json, Pipeline* p) {
   for (const auto& entry : json) {
     AddedToken token;
     const std::string where = absl::StrCat("added_tokens[", p->added_tokens.size(), "]");
-    const std::optional<int32_t> id =
-        entry.is_object() && entry.contains("id") ? tokenizer_internal::JsonTokenId(entry["id"])
-                                                  : std::nullopt;
+    const std::optional<int32_t> id = entry.is_object() && entry.contains("id")
+                                          ? tokenizer_internal::JsonTokenId(entry["id"])
+                                          : std::nullopt;
     if (!id.has_value()) {
-      return absl::InvalidArgumentError(absl::StrCat(where, ".id must be an id in [0, ",
-                                                     tokenizer_internal::kMaxTokenId, "]"));
+      return absl::InvalidArgumentError(
+          absl::StrCat(where, ".id must be an id in [0, ", tokenizer_internal::kMaxTokenId, "]"));
     }
     if (auto s = tokenizer_internal::JsonString(entry, "content", where, &token.content); !s.ok()) {
       return s;

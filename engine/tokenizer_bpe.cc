@@ -73,8 +73,8 @@ absl::StatusOr<std::unique_ptr<BpeModel>> BpeModel::Parse(const nlohmann::json& 
   for (const auto& [token, id] : vocab->items()) {
     const std::optional<int32_t> valid = JsonTokenId(id);
     if (!valid.has_value()) {
-      return ModelError(absl::StrCat("vocab id of \"", token, "\" is not an id in [0, ",
-                                     kMaxTokenId, "]"));
+      return ModelError(
+          absl::StrCat("vocab id of \"", token, "\" is not an id in [0, ", kMaxTokenId, "]"));
     }
     model->vocab_[token] = *valid;
   }

@@ -83,8 +83,9 @@ absl::StatusOr<std::unique_ptr<PostProcessor>> ParseClsSep(const nlohmann::json&
   const char* keys[2] = {"cls", "sep"};
   for (int i = 0; i < 2; ++i) {
     const auto it = json.find(keys[i]);
-    const std::optional<int32_t> id =
-        it != json.end() && it->is_array() && it->size() == 2 ? JsonTokenId((*it)[1]) : std::nullopt;
+    const std::optional<int32_t> id = it != json.end() && it->is_array() && it->size() == 2
+                                          ? JsonTokenId((*it)[1])
+                                          : std::nullopt;
     if (!id.has_value()) {
       return absl::InvalidArgumentError(
           absl::StrCat("post_processor ", AbslView(type), ": ", keys[i], " must be [token, id]"));

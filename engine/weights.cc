@@ -409,7 +409,6 @@ absl::StatusOr<std::vector<CheckpointTensor>> ParseSafetensors(const std::string
   return tensors;
 }
 
-
 Checkpoint::~Checkpoint() {
   for (const Mapping& m : mappings_) ::munmap(m.addr, m.bytes);
 }

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Builds the libFuzzer targets of tests/fuzz with clang into build-fuzz/ and runs each for
-# SECONDS (default 20), starting from its committed seeds in tests/fuzz/corpus/<name>/.
+# SECONDS (default 20), starting from its committed seeds in tests/fuzz/corpus/<name>/ (and
+# the dictionary tests/fuzz/<name>.dict where there is one).
 # New inputs go to build-fuzz/corpus/<name>/, crashes to build-fuzz/artifacts/. Exits non-zero
 # on the first target that finds a crash, leak, hang or sanitizer report.
 #
@@ -24,8 +25,10 @@ mkdir -p "$build_dir/artifacts"
 for target in "${targets[@]}"; do
   name=${target%_fuzz}
   mkdir -p "$build_dir/corpus/$name"
+  dict=()
+  if [ -f "tests/fuzz/$name.dict" ]; then dict=(-dict="tests/fuzz/$name.dict"); fi
   echo "fuzz: $target for ${seconds}s" >&2
-  "$build_dir/bin/$target" "$build_dir/corpus/$name" "tests/fuzz/corpus/$name" \
+  "$build_dir/bin/$target" "$build_dir/corpus/$name" "tests/fuzz/corpus/$name" "${dict[@]}" \
     -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
     -artifact_prefix="$build_dir/artifacts/$target-" 2>"$build_dir/$target.log" || {
     tail -n 60 "$build_dir/$target.log" >&2

@@ -166,9 +166,8 @@ TEST_F(TokenizerLoadTest, RefusesIdsBeyondTheLimit) {
 // Encode emits the post-processor's ids as they are: one without a token would lie at or above
 // vocab_size(), which the tokenizer_json_fuzz checks forbid.
 TEST_F(TokenizerLoadTest, RefusesTemplateIdsWithoutAToken) {
-  const absl::Status status = LoadEdited([](auto& j) {
-    j["post_processor"]["special_tokens"]["<|endoftext|>"]["ids"][0] = 100000;
-  });
+  const absl::Status status = LoadEdited(
+      [](auto& j) { j["post_processor"]["special_tokens"]["<|endoftext|>"]["ids"][0] = 100000; });
   EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(status.message(), HasSubstr("special token id 100000 is not in the vocabulary"));
 }

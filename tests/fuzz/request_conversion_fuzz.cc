@@ -19,7 +19,8 @@ namespace {
 
 const mlaserve::Tokenizer& TinyTokenizer() {
   static const mlaserve::Tokenizer* const tokenizer = [] {
-    auto loaded = mlaserve::Tokenizer::Load(MLASERVE_SOURCE_DIR "/tests/server/data/tiny_tokenizer");
+    auto loaded =
+        mlaserve::Tokenizer::Load(MLASERVE_SOURCE_DIR "/tests/server/data/tiny_tokenizer");
     FUZZ_CHECK(loaded.ok());
     return loaded->release();
   }();
@@ -96,7 +97,8 @@ void CheckAccepted(const mlaserve::Request& r, const mlaserve::ModelLimits& limi
   FUZZ_CHECK(!r.stopping.max_tokens.has_value() || *r.stopping.max_tokens >= 1);
   FUZZ_CHECK(r.stopping.min_tokens >= 0);
   for (const std::string& stop : r.stopping.stop) FUZZ_CHECK(!stop.empty());
-  FUZZ_CHECK(r.top_logprobs >= 0 && r.top_logprobs <= static_cast<int32_t>(mlaserve::kMaxTopLogprobs));
+  FUZZ_CHECK(r.top_logprobs >= 0 &&
+             r.top_logprobs <= static_cast<int32_t>(mlaserve::kMaxTopLogprobs));
 }
 
 }  // namespace
@@ -127,7 +129,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
 
   mlaserve::v1::DetokenizeRequest detokenize;
   *detokenize.mutable_ids() = proto.stopping().stop_token_ids();
-  const absl::StatusOr<std::vector<int32_t>> ids = mlaserve::DetokenizeIds(detokenize, limits.vocab_size);
+  const absl::StatusOr<std::vector<int32_t>> ids =
+      mlaserve::DetokenizeIds(detokenize, limits.vocab_size);
   if (ids.ok()) {
     for (const int32_t id : *ids) FUZZ_CHECK(id >= 0 && id < limits.vocab_size);
   }
