@@ -70,7 +70,7 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(std::unique_ptr<ModelRunn
   info.workspace_bytes = model.workspace_bytes();
   info.eos_token_ids = s.eos_token_ids;
   info.graph_batch_sizes = runner->graph_buckets();
-  info.deterministic = options.deterministic;
+  info.deterministic = backend->batch_invariant();
   return std::unique_ptr<Engine>(
       new Engine(std::move(backend), std::move(runner), std::move(tokenizer), s,
                  std::move(options.on_step), std::move(info)));

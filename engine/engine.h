@@ -11,7 +11,8 @@
 // Determinism. Sampling is keyed by (seed, output position) (engine/sampler.h) and every
 // request has a seed (its own, or one drawn at Submit), and each sequence samples from its own
 // logits row, so a request's tokens depend only on its logits. Whether those logits depend on
-// the rest of the batch is up to the backend's kernels (see EngineOptions::deterministic).
+// the rest of the batch is up to the backend's kernels (Backend::batch_invariant, reported as
+// EngineInfo::deterministic).
 //
 // Thread-safety: public methods are thread-safe, except that Drain and the destructor must not
 // be called from a RequestStream callback (they wait for the engine thread).
@@ -62,14 +63,6 @@ struct EngineOptions {
   // are capped by what the runner's buffers were sized for, and empty eos_token_ids are taken
   // from the model config. `scheduler.clock` is ignored: the scheduler uses `clock` below.
   SchedulerOptions scheduler;
-  // Asks for batch-invariant numerics: greedy and seeded outputs (tokens and logprobs) the same
-  // bit for bit whatever else is batched. The engine's part holds either way (see the file
-  // comment); the logits' part is the backend's, and the flag is reported in EngineInfo so that
-  // the server can tell clients what they get. Measured: the ref backend is batch-invariant for
-  // prompts prefilled in one chunk; the CPU backend is not, because CpuGemm rounds rows computed
-  // by its dot-product path (m <= 16 rows) differently from its packed micro-kernels (m > 16),
-  // and the number of rows is the step's token count (per expert in MoE layers).
-  bool deterministic = true;
   // Monotonic time of every event (queued, scheduled, first token, finished) and the time
   // Request::deadline is compared against. Unset: absl::Now() at construction advanced by
   // std::chrono::steady_clock, so it never goes backwards.
@@ -108,7 +101,7 @@ struct EngineInfo {
   uint64_t workspace_bytes = 0;
   std::vector<int32_t> eos_token_ids;
   std::vector<int32_t> graph_batch_sizes;  // decode batch sizes replayed from captured graphs
-  bool deterministic = true;               // EngineOptions::deterministic
+  bool deterministic = true;               // the backend is batch-invariant
 };
 
 class Engine {

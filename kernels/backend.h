@@ -70,6 +70,10 @@ class Backend {
   virtual ~Backend() = default;
 
   virtual std::string_view name() const = 0;  // "ref", "cpu" or "cuda"
+  // Whether each row's result of every op is independent of the other rows in the call (one
+  // reduction order per row whatever the batch), so that a sequence's logits do not depend on
+  // what else is batched with it (`--deterministic`).
+  virtual bool batch_invariant() const = 0;
 
   // Start-up only. The memory is uninitialized; with MLASERVE_POISON=1 in the environment it
   // is filled with 0xFF bytes (NaN for floats, -1 for i32) so that reads of unwritten

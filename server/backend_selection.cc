@@ -22,8 +22,9 @@ int UsableCudaDevices() {
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<Backend>> CreateBackend(const std::string& kind, int num_threads) {
-  if (kind == "cpu") return MakeCpuBackend(num_threads);
+absl::StatusOr<std::unique_ptr<Backend>> CreateBackend(const std::string& kind, int num_threads,
+                                                       bool batch_invariant) {
+  if (kind == "cpu") return MakeCpuBackend(num_threads, batch_invariant);
   if (kind == "ref") return MakeRefBackend();
   if (kind == "cuda" || kind == "auto") {
     const int devices = UsableCudaDevices();
@@ -37,7 +38,7 @@ absl::StatusOr<std::unique_ptr<Backend>> CreateBackend(const std::string& kind, 
           "--backend=cuda: no usable CUDA device (none found, or no driver); use --backend=cpu");
     }
     std::fprintf(stderr, "mlaserve: backend auto: no CUDA device, using the CPU backend\n");
-    return MakeCpuBackend(num_threads);
+    return MakeCpuBackend(num_threads, batch_invariant);
   }
   return absl::InvalidArgumentError(
       absl::StrCat("--backend: unknown value \"", kind, "\" (auto, cpu, cuda or ref)"));

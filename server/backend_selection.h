@@ -13,7 +13,10 @@ namespace mlaserve {
 // "cpu": the production CPU backend with `num_threads` (0 = all cores); "ref": the oracle
 // (slow; for checking); "cuda": fails with a clear error when no CUDA device is usable (or the
 // build has no CUDA backend); "auto": cuda when usable, else cpu, with a log line saying why.
-absl::StatusOr<std::unique_ptr<Backend>> CreateBackend(const std::string& kind, int num_threads);
+// `batch_invariant` (--deterministic) asks for kernels whose per-row results do not depend on
+// the rest of the batch (Backend::batch_invariant).
+absl::StatusOr<std::unique_ptr<Backend>> CreateBackend(const std::string& kind, int num_threads,
+                                                       bool batch_invariant);
 
 }  // namespace mlaserve
 

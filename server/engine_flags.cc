@@ -12,6 +12,9 @@ ABSL_FLAG(std::string, backend, "auto", "auto | cpu | cuda | ref (the slow oracl
 ABSL_FLAG(int, threads, 0, "CPU worker threads (0 = all cores)");
 ABSL_FLAG(std::string, dtype, "float32",
           "activation dtype: float32 (matches the reference within 1e-3 logprob)");
+ABSL_FLAG(bool, deterministic, true,
+          "batch-invariant kernels: greedy and seeded results (tokens and logprobs) do not "
+          "depend on what else is batched");
 ABSL_FLAG(int, max_num_seqs, 64, "most sequences in one step");
 ABSL_FLAG(int, max_num_batched_tokens, 2048, "most tokens in one step (prefill chunk budget)");
 ABSL_FLAG(int, block_size, 64, "tokens per KV-cache block");
@@ -71,7 +74,7 @@ absl::StatusOr<std::vector<int32_t>> GraphBucketsFromFlags(int32_t max_num_seqs)
 absl::StatusOr<std::unique_ptr<Backend>> BackendFromFlags() {
   const int threads = absl::GetFlag(FLAGS_threads);
   if (threads < 0) return absl::InvalidArgumentError("--threads must not be negative");
-  return CreateBackend(absl::GetFlag(FLAGS_backend), threads);
+  return CreateBackend(absl::GetFlag(FLAGS_backend), threads, absl::GetFlag(FLAGS_deterministic));
 }
 
 }  // namespace mlaserve

@@ -52,8 +52,6 @@ ABSL_FLAG(int64_t, max_prompt_bytes, int64_t{1} << 20,
 ABSL_FLAG(double, stream_write_timeout_s, 60,
           "cancel a Generate stream whose client takes no message for this long (0 = never)");
 ABSL_FLAG(bool, enable_prefix_caching, true, "reuse KV blocks of shared prompt prefixes");
-ABSL_FLAG(bool, deterministic, true,
-          "greedy and seeded results do not depend on what else is batched");
 
 namespace mlaserve {
 namespace {
@@ -110,7 +108,6 @@ absl::StatusOr<std::unique_ptr<ServingEngine>> LoadEngine(Metrics* metrics) {
   options.scheduler.max_model_len = static_cast<int32_t>(max_model_len);
   options.scheduler.max_num_waiting_seqs = absl::GetFlag(FLAGS_max_queue);
   options.scheduler.kv_cache.enable_prefix_caching = absl::GetFlag(FLAGS_enable_prefix_caching);
-  options.deterministic = absl::GetFlag(FLAGS_deterministic);
   if (metrics != nullptr) {
     options.on_step = [metrics](const StepObservation& step) { metrics->OnStep(step); };
   }

@@ -30,15 +30,15 @@ char* AllocateArena(int num_threads) {
 
 }  // namespace
 
-CpuBackend::CpuBackend(int num_threads)
+CpuBackend::CpuBackend(int num_threads, bool batch_invariant)
     : pool_(std::make_unique<CpuThreadPool>(ResolveThreads(num_threads))),
       arena_(AllocateArena(pool_->size())),
-      ctx_(GetCpuKernels(SelectCpuIsa()), *pool_, arena_) {}
+      ctx_(GetCpuKernels(SelectCpuIsa()), *pool_, arena_, batch_invariant) {}
 
 CpuBackend::~CpuBackend() { std::free(arena_); }
 
-std::unique_ptr<Backend> MakeCpuBackend(int num_threads) {
-  return std::make_unique<CpuBackend>(num_threads);
+std::unique_ptr<Backend> MakeCpuBackend(int num_threads, bool batch_invariant) {
+  return std::make_unique<CpuBackend>(num_threads, batch_invariant);
 }
 
 }  // namespace mlaserve

@@ -23,11 +23,14 @@ namespace mlaserve {
 
 class CpuBackend : public HostBackend {
  public:
-  // num_threads = 0 uses every core the process may run on.
-  explicit CpuBackend(int num_threads);
+  // num_threads = 0 uses every core the process may run on. `batch_invariant` fixes one
+  // reduction order per row (see Backend::batch_invariant): every GEMM takes the packed path
+  // whatever its row count, and decode attention never splits a sequence over threads.
+  explicit CpuBackend(int num_threads, bool batch_invariant = false);
   ~CpuBackend() override;
 
   std::string_view name() const override { return "cpu"; }
+  bool batch_invariant() const override { return ctx_.batch_invariant(); }
   CpuIsa isa() const { return ctx_.k().isa; }
   int num_threads() const { return ctx_.num_threads(); }
 
@@ -54,7 +57,7 @@ class CpuBackend : public HostBackend {
   CpuContext ctx_;
 };
 
-std::unique_ptr<Backend> MakeCpuBackend(int num_threads);
+std::unique_ptr<Backend> MakeCpuBackend(int num_threads, bool batch_invariant = false);
 
 }  // namespace mlaserve
 

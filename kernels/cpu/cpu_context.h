@@ -42,11 +42,12 @@ class CpuContext {
       (kGemmScratchFloats + kOpScratchFloats) * 4 + kIndexScratch * 4;
 
   // `arena`: pool.size() * kThreadScratchBytes bytes, 64-byte aligned. Both are owned by the
-  // caller and outlive the context.
-  CpuContext(const CpuKernels& kernels, CpuThreadPool& pool, char* arena)
-      : kernels_(&kernels), pool_(&pool), arena_(arena) {}
+  // caller and outlive the context. `batch_invariant`: see CpuBackend.
+  CpuContext(const CpuKernels& kernels, CpuThreadPool& pool, char* arena, bool batch_invariant)
+      : kernels_(&kernels), pool_(&pool), arena_(arena), batch_invariant_(batch_invariant) {}
 
   const CpuKernels& k() const { return *kernels_; }
+  bool batch_invariant() const { return batch_invariant_; }
   int num_threads() const { return pool_->size(); }
 
   // Scratch private to thread `t` of the current parallel region (t < num_threads()).
@@ -81,6 +82,7 @@ class CpuContext {
   const CpuKernels* kernels_;
   CpuThreadPool* pool_;
   char* arena_;
+  bool batch_invariant_;
 };
 
 void CpuEmbedding(const CpuContext& ctx, const EmbeddingParams& p);

@@ -84,6 +84,7 @@ void CpuGemm(const CpuContext& ctx, const GemmParams& p) {
       g.ldb = b.row_stride;
       g.ldc = out.row_stride;
       g.k = k;
+      g.fixed_order = ctx.batch_invariant();
       ctx.k().gemm(g, ctx.GemmScratch(t));
     }
   });

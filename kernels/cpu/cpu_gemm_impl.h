@@ -251,7 +251,7 @@ struct GemmImpl {
       return;
     }
     const bool bf16 = g.b_dtype == DType::kBF16;
-    if (g.m <= Gemv::kMaxM) {
+    if (g.m <= Gemv::kMaxM && !g.fixed_order) {
       if (bf16) {
         Gemv::template Run<uint16_t>(g, scratch);
       } else {

@@ -31,6 +31,9 @@ struct GemmArgs {
   int64_t n_begin = 0;
   int64_t n_end = 0;
   bool accumulate = false;  // C += A · Bᵀ instead of C = A · Bᵀ
+  // Every m takes the packed path, whose reduction order per output element does not depend
+  // on m (batch invariance); otherwise a few rows take the faster dot-product path.
+  bool fixed_order = false;
 };
 
 // C += A · B with B stored [k, n] (the value side of attention: rows of B are cache rows).

@@ -2,7 +2,8 @@
 // rows, so heads are processed together: scores of a tile of rows for a group of heads are one
 // GEMM (heads x rows), and the value product another (heads x rank). With at least as many
 // sequences as threads each thread takes whole sequences; with fewer, every sequence's
-// positions are split over the team and the partial results merged by their log-sum-exp.
+// positions are split over the team and the partial results merged by their log-sum-exp
+// (unless the backend is batch-invariant: then sequences are never split).
 // Either way a call synchronises the team once per parallel region and nowhere else.
 #include <atomic>
 #include <cmath>
@@ -146,8 +147,9 @@ void CpuMlaDecode(const CpuContext& ctx, const MlaDecodeParams& p) {
   for (int64_t s = 0; s < num_seqs; ++s) work += seq_len(s);
   const int threads = ctx.ThreadsFor(work * num_heads * (d.row_dim + rank));
 
-  if (num_seqs >= threads) {
-    // Whole (sequence, head group) items per thread, normalised in place.
+  if (num_seqs >= threads || ctx.batch_invariant()) {
+    // Whole (sequence, head group) items per thread, normalised in place: the split below
+    // would make a sequence's rounding depend on how many others share the step.
     // Items are claimed one at a time: sequence lengths differ.
     std::atomic<int64_t> next_item{0};
     ctx.Parallel(threads, [&](int t, int) {

@@ -131,6 +131,7 @@ void CpuMoeExperts(const CpuContext& ctx, const MoeExpertsParams& p) {
                      g.c_rows = positions;
                      g.m = m;
                      g.k = hidden;
+                     g.fixed_order = ctx.batch_invariant();
                      for (int64_t half = 0; half < 2; ++half) {
                        g.n_begin = half * inter + cols.begin;
                        g.n_end = half * inter + cols.end;
@@ -160,6 +161,7 @@ void CpuMoeExperts(const CpuContext& ctx, const MoeExpertsParams& p) {
                    g.c_rows = positions;
                    g.m = m;
                    g.k = inter;
+                   g.fixed_order = ctx.batch_invariant();
                    g.n_begin = hid.begin;
                    g.n_end = hid.end;
                    k.gemm(g, ctx.GemmScratch(t));

@@ -24,6 +24,7 @@ namespace mlaserve {
 class RefBackend : public HostBackend {
  public:
   std::string_view name() const override { return "ref"; }
+  bool batch_invariant() const override { return true; }  // plain loops, row by row
 
  protected:
   // ref_backend.cc: dense elementwise and linear ops.

@@ -13,6 +13,7 @@ namespace mlaserve {
 class CopyOnlyBackend final : public HostBackend {
  public:
   std::string_view name() const override { return "copy-only"; }
+  bool batch_invariant() const override { return true; }
 
  protected:
   void RunEmbedding(const EmbeddingParams&) override { MLASERVE_CHECK(false); }

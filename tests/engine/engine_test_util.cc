@@ -55,7 +55,8 @@ std::string ByteLevelChar(int b) {
 
 absl::StatusOr<std::unique_ptr<Engine>> MakeTestEngine(TestEngineOptions options) {
   std::unique_ptr<Backend> backend =
-      options.backend != nullptr ? std::move(options.backend) : MakeCpuBackend(1);
+      options.backend != nullptr ? std::move(options.backend)
+                                 : MakeCpuBackend(1, options.deterministic);
   ModelOptions model_options;
   model_options.max_num_tokens = options.max_num_batched_tokens;
   model_options.max_num_seqs = options.max_num_seqs;
@@ -74,7 +75,6 @@ absl::StatusOr<std::unique_ptr<Engine>> MakeTestEngine(TestEngineOptions options
   engine_options.scheduler.max_num_waiting_seqs = options.max_num_waiting_seqs;
   engine_options.scheduler.kv_cache.enable_prefix_caching = options.enable_prefix_caching;
   engine_options.scheduler.eos_token_ids = options.eos_token_ids;
-  engine_options.deterministic = options.deterministic;
   engine_options.clock = options.clock;
   return Engine::Create(std::move(runner), std::move(backend), options.tokenizer,
                         std::move(engine_options));
