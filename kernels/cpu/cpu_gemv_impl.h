@@ -77,14 +77,19 @@ struct GemvImpl {
     }
   }
 
-  template <class TB, int M>
+  // Depth per pass under GemmArgs::fixed_order, whatever M: each output element is then the
+  // same sum (lane-wise over passes of this depth, reduced, passes added in order) for any
+  // row count. It is the depth M = kMaxM takes anyway.
+  static constexpr int64_t kFixedDepth = 512;
+
+  template <class TB, int M, bool kFixed>
   static void Gemv(const GemmArgs& g, float* scratch) {
     constexpr int kRows = V::kGemvAcc / M < 1 ? 1 : (V::kGemvAcc / M > 4 ? 4 : V::kGemvAcc / M);
     // Depth per pass: the M rows of A (32 KiB) stay in L1 while every weight row of the
     // thread streams past them once per pass; A read from L2 instead would limit the stream.
     // They are copied at a pitch of kDepth plus one cache line: rows of A (and B) a multiple
     // of 4 KiB apart would all compete for the same L1 sets.
-    constexpr int64_t kDepth = (32 * 1024 / (4 * M)) / 64 * 64;
+    constexpr int64_t kDepth = kFixed ? kFixedDepth : (32 * 1024 / (4 * M)) / 64 * 64;
     constexpr int64_t kPitch = kDepth + 16;
     static_assert(M * kPitch <= kGemmScratchFloats);
     const float* a[M];
@@ -108,17 +113,48 @@ struct GemvImpl {
     }
   }
 
-  template <class TB, size_t... I>
+  template <class TB, bool kFixed, size_t... I>
   static void GemvFor(const GemmArgs& g, float* scratch, std::index_sequence<I...>) {
     using Fn = void (*)(const GemmArgs&, float*);
-    static constexpr Fn kTable[] = {&Gemv<TB, static_cast<int>(I) + 1>...};
+    static constexpr Fn kTable[] = {&Gemv<TB, static_cast<int>(I) + 1, kFixed>...};
     kTable[g.m - 1](g, scratch);
   }
 
   // C rows i < m (m <= kMaxM), columns [n_begin, n_end). scratch: kGemmScratchFloats.
   template <class TB>
   static void Run(const GemmArgs& g, float* scratch) {
-    GemvFor<TB>(g, scratch, std::make_index_sequence<kMaxM>());
+    GemvFor<TB, false>(g, scratch, std::make_index_sequence<kMaxM>());
+  }
+
+  // Any m, with one reduction order per output element whatever m (GemmArgs::fixed_order):
+  // dot products at kFixedDepth over chunks of kFixedRows rows. Columns go in blocks whose
+  // weight rows stay in L2 while every chunk of rows passes, so B is still read from memory
+  // once; A is re-read (from the caches) once per block.
+  template <class TB>
+  static void RunFixed(const GemmArgs& g, float* scratch) {
+    constexpr int64_t kFixedRows = 8;  // 3 weight rows per tile: 11 loads per 24 FMAs
+    constexpr int64_t kL2Bytes = 512 * 1024;
+    const int64_t row_bytes = g.k * static_cast<int64_t>(sizeof(TB));
+    const int64_t block = row_bytes * 4 >= kL2Bytes ? 4 : kL2Bytes / row_bytes / 4 * 4;
+    GemmArgs sub = g;
+    for (int64_t jb = g.n_begin; jb < g.n_end; jb += block) {
+      sub.n_begin = jb;
+      sub.n_end = Lo(jb + block, g.n_end);
+      for (int64_t i0 = 0; i0 < g.m; i0 += kFixedRows) {
+        sub.m = Lo(kFixedRows, g.m - i0);
+        if (g.a_rows != nullptr) {
+          sub.a_rows = g.a_rows + i0;
+        } else {
+          sub.a = g.a + i0 * g.lda;
+        }
+        if (g.c_rows != nullptr) {
+          sub.c_rows = g.c_rows + i0;
+        } else {
+          sub.c = g.c + i0 * g.ldc;
+        }
+        GemvFor<TB, true>(sub, scratch, std::make_index_sequence<kMaxM>());
+      }
+    }
   }
 
   // C[MR rows, nr <= kNr columns] += A · B, B read in place (converted as it is loaded);

@@ -31,8 +31,9 @@ struct GemmArgs {
   int64_t n_begin = 0;
   int64_t n_end = 0;
   bool accumulate = false;  // C += A · Bᵀ instead of C = A · Bᵀ
-  // Every m takes the packed path, whose reduction order per output element does not depend
-  // on m (batch invariance); otherwise a few rows take the faster dot-product path.
+  // One reduction order per output element whatever m (batch invariance): every m takes the
+  // dot-product path at a fixed depth; otherwise more than a few rows take the packed path,
+  // which rounds differently.
   bool fixed_order = false;
 };
 

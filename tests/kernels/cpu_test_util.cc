@@ -10,6 +10,7 @@ namespace mlaserve::test {
 void CpuVsRefTest::SetUp() {
   ::setenv("MLASERVE_CPU_ISA", GetParam().c_str(), 1);
   cpu_ = std::make_unique<CpuBackend>(kThreads);
+  cpu_invariant_ = std::make_unique<CpuBackend>(kThreads, /*batch_invariant=*/true);
   ::unsetenv("MLASERVE_CPU_ISA");
   if (CpuIsaName(cpu_->isa()) != GetParam()) {
     GTEST_SKIP() << "this processor cannot run the " << GetParam() << " kernels";

@@ -23,10 +23,13 @@ class CpuVsRefTest : public ::testing::TestWithParam<std::string> {
 
   Backend& ref() { return *ref_; }
   Backend& cpu() { return *cpu_; }
+  // The same ISA and threads with batch_invariant set (--deterministic).
+  Backend& cpu_invariant() { return *cpu_invariant_; }
 
  private:
   std::unique_ptr<Backend> ref_;
   std::unique_ptr<CpuBackend> cpu_;
+  std::unique_ptr<CpuBackend> cpu_invariant_;
 };
 
 // Instantiates a CpuVsRefTest-derived suite for every ISA.
