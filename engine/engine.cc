@@ -65,9 +65,11 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(std::unique_ptr<ModelRunn
 
   EngineInfo info;
   info.model_config = model.config();
-  info.weight_bytes = model.weight_bytes();
-  info.kv_cache_bytes = model.kv_cache_bytes();
-  info.workspace_bytes = model.workspace_bytes();
+  const MemoryUsage memory = runner->memory();
+  info.weight_bytes = memory.weight_bytes;
+  info.kv_cache_bytes = memory.kv_cache_bytes;
+  info.workspace_bytes = memory.workspace_bytes;
+  info.graph_bytes = memory.graph_bytes;
   info.eos_token_ids = s.eos_token_ids;
   info.graph_batch_sizes = runner->graph_buckets();
   info.deterministic = backend->batch_invariant();

@@ -96,9 +96,11 @@ struct EngineInfo {
   ModelConfig model_config;
   // Longest sequence (prompt + output) served: the scheduler's max_context_tokens().
   int32_t max_context_tokens = 0;
+  // Backend memory by use: ModelRunner::memory().
   uint64_t weight_bytes = 0;
   uint64_t kv_cache_bytes = 0;
   uint64_t workspace_bytes = 0;
+  uint64_t graph_bytes = 0;
   std::vector<int32_t> eos_token_ids;
   std::vector<int32_t> graph_batch_sizes;  // decode batch sizes replayed from captured graphs
   bool deterministic = true;               // the backend is batch-invariant

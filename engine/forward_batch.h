@@ -80,6 +80,8 @@ class ForwardBatchBuilder {
   void Build(absl::Span<const StepSequence> seqs, ForwardBatch* batch, int32_t pad_decodes_to = 0);
 
   const ForwardLimits& limits() const { return limits_; }
+  // Bytes of the device metadata buffer.
+  uint64_t buffer_bytes() const { return buffer_.bytes(); }
 
  private:
   ForwardBatchBuilder(const ForwardLimits& limits, Backend* backend, DeviceBuffer buffer,

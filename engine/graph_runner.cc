@@ -43,6 +43,21 @@ absl::StatusOr<std::vector<int32_t>> ParseGraphBuckets(const std::string& flag,
 GraphRunner::GraphRunner(DeepseekModel* model, Backend* backend, ForwardBatchBuilder* builder)
     : model_(model), backend_(backend), builder_(builder) {}
 
+GraphRunner::Captured GraphRunner::Record(int32_t bucket, ForwardBatch* batch) {
+  builder_->Build({}, batch, bucket);
+  backend_->BeginCapture();
+  const TensorView logits = model_->Forward(*batch);
+  return Captured{backend_->EndCapture(), logits, batch->input_ids.data()};
+}
+
+absl::StatusOr<uint64_t> GraphRunner::MeasureMemory(const std::vector<int32_t>& buckets) {
+  ForwardBatch batch;
+  uint64_t bytes = 0;
+  for (int32_t bucket : buckets) bytes += Record(bucket, &batch).graph->memory_bytes();
+  RETURN_IF_ERROR(backend_->Synchronize());
+  return bytes;
+}
+
 absl::Status GraphRunner::Capture(const std::vector<int32_t>& buckets) {
   ForwardBatch batch;
   for (auto it = buckets.rbegin(); it != buckets.rend(); ++it) {
@@ -51,16 +66,16 @@ absl::Status GraphRunner::Capture(const std::vector<int32_t>& buckets) {
     builder_->Build({}, &batch, bucket);
     model_->Forward(batch);  // warm-up: first-touch of every buffer the graph reads
     RETURN_IF_ERROR(backend_->Synchronize());
-    backend_->BeginCapture();
-    const TensorView logits = model_->Forward(batch);
-    Captured captured{backend_->EndCapture(), logits, batch.input_ids.data()};
+    Captured captured = Record(bucket, &batch);
     RETURN_IF_ERROR(backend_->Synchronize());
+    const uint64_t bytes = captured.graph->memory_bytes();
     graphs_[bucket] = std::move(captured);
     replays_[bucket] = 0;
     const double ms =
         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
             .count();
-    std::fprintf(stderr, "mlaserve: captured decode graph for batch %d in %.1f ms\n", bucket, ms);
+    std::fprintf(stderr, "mlaserve: captured decode graph for batch %d in %.1f ms (%llu bytes)\n",
+                 bucket, ms, static_cast<unsigned long long>(bytes));
   }
   return absl::OkStatus();
 }
@@ -78,6 +93,12 @@ TensorView GraphRunner::Replay(absl::Span<const StepSequence> seqs, int32_t buck
   captured.graph->Replay();
   ++replays_[bucket];
   return captured.logits;
+}
+
+uint64_t GraphRunner::memory_bytes() const {
+  uint64_t bytes = 0;
+  for (const auto& [bucket, captured] : graphs_) bytes += captured.graph->memory_bytes();
+  return bytes;
 }
 
 std::vector<int32_t> GraphRunner::buckets() const {

@@ -36,7 +36,12 @@ class GraphRunner {
  public:
   GraphRunner(DeepseekModel* model, Backend* backend, ForwardBatchBuilder* builder);
 
-  // Captures every bucket; returns the backend's error, if any. Logs the capture time.
+  // Bytes the graphs of `buckets` would own (Graph::memory_bytes), measured by recording each
+  // bucket once without running or keeping it: known before the KV cache is sized.
+  absl::StatusOr<uint64_t> MeasureMemory(const std::vector<int32_t>& buckets);
+
+  // Captures every bucket; returns the backend's error, if any. Logs each bucket's capture
+  // time and memory.
   absl::Status Capture(const std::vector<int32_t>& buckets);
 
   // The smallest bucket holding n decodes, or 0 when none does.
@@ -50,6 +55,8 @@ class GraphRunner {
   std::vector<int32_t> buckets() const;
   // Replays per bucket since start-up.
   const std::map<int32_t, uint64_t>& replays() const { return replays_; }
+  // Bytes the captured graphs own (sum of Graph::memory_bytes).
+  uint64_t memory_bytes() const;
 
  private:
   struct Captured {
@@ -57,6 +64,9 @@ class GraphRunner {
     TensorView logits;     // [bucket, vocab]
     void* input_ids_data;  // where the capture's metadata lives; replays must match
   };
+
+  // Builds `bucket`'s padded batch into `batch` and records one forward step over it.
+  Captured Record(int32_t bucket, ForwardBatch* batch);
 
   DeepseekModel* model_;
   Backend* backend_;

@@ -12,8 +12,9 @@
 namespace mlaserve {
 
 // Reads DIR/config.json and DIR's safetensors, checks them, copies the weights to `backend`
-// and allocates the KV cache and workspaces per `options` (max_model_len is clamped to the
-// model's max_position_embeddings). Errors name the file, field or tensor at fault.
+// and allocates the workspaces per `options` (max_model_len is clamped to the model's
+// max_position_embeddings); ModelRunner::Create allocates the KV cache of
+// options.num_kv_blocks. Errors name the file, field or tensor at fault.
 absl::StatusOr<std::unique_ptr<DeepseekModel>> LoadDeepseekModel(const std::string& model_dir,
                                                                  Backend* backend,
                                                                  ModelOptions options);

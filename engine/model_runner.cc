@@ -1,6 +1,8 @@
 #include "engine/model_runner.h"
 
 #include <algorithm>
+#include <cstdio>
+#include <string>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -18,12 +20,48 @@ absl::StatusOr<std::unique_ptr<ModelRunner>> ModelRunner::Create(
           model->options().max_num_seqs, "]"));
     }
   }
+  const int64_t num_kv_blocks = model->options().num_kv_blocks;
   ASSIGN_OR_RETURN(ForwardBatchBuilder builder,
                    ForwardBatchBuilder::Create(model->forward_limits(), backend));
   std::unique_ptr<ModelRunner> runner(
       new ModelRunner(std::move(model), backend, std::move(builder)));
+  DeepseekModel& m = *runner->model_;
+  // Graphs are bound to the cache they read, so they are measured over a minimal one (block 0
+  // and one more) before the real cache is sized, and captured over the real one after.
+  RETURN_IF_ERROR(m.AllocateKvCache(2));
+  MemoryUsage planned = runner->memory();
+  ASSIGN_OR_RETURN(planned.graph_bytes, runner->graphs_.MeasureMemory(graph_buckets));
+  planned.kv_cache_bytes = m.KvCacheBytes(num_kv_blocks);
+  const uint64_t capacity = backend->memory_capacity();
+  if (planned.total() > capacity) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "a KV cache of ", num_kv_blocks - 1, " blocks of ", m.options().block_size, " tokens (",
+        planned.kv_cache_bytes, " bytes) does not fit: with weights (", planned.weight_bytes,
+        "), workspaces (", planned.workspace_bytes, ") and decode graphs (", planned.graph_bytes,
+        ") it needs ", planned.total(), " bytes; the ", std::string(backend->name()),
+        " backend has ", capacity));
+  }
+  RETURN_IF_ERROR(m.AllocateKvCache(num_kv_blocks));
   RETURN_IF_ERROR(runner->graphs_.Capture(graph_buckets));
+  const MemoryUsage used = runner->memory();
+  std::fprintf(stderr,
+               "mlaserve: memory: weights %llu, KV cache %llu (%lld blocks), workspaces %llu, "
+               "decode graphs %llu bytes; total %llu of %llu\n",
+               static_cast<unsigned long long>(used.weight_bytes),
+               static_cast<unsigned long long>(used.kv_cache_bytes),
+               static_cast<long long>(num_kv_blocks),
+               static_cast<unsigned long long>(used.workspace_bytes),
+               static_cast<unsigned long long>(used.graph_bytes),
+               static_cast<unsigned long long>(used.total()),
+               static_cast<unsigned long long>(capacity));
   return runner;
+}
+
+MemoryUsage ModelRunner::memory() const {
+  return MemoryUsage{.weight_bytes = model_->weight_bytes(),
+                     .kv_cache_bytes = model_->kv_cache_bytes(),
+                     .workspace_bytes = model_->workspace_bytes() + builder_.buffer_bytes(),
+                     .graph_bytes = graphs_.memory_bytes()};
 }
 
 // graphs_ keeps pointers to model_ and builder_: both live in this object, which is never
@@ -59,9 +97,13 @@ absl::Status ModelRunner::Execute(absl::Span<const StepSequence> seqs, StepLogit
   out = out.Slice(0, 0, static_cast<int64_t>(batch_.logit_items.size()));
   logits->vocab_size = model_->config().vocab_size;
   logits->items.assign(batch_.logit_items.begin(), batch_.logit_items.end());
-  logits->data.resize(static_cast<size_t>(out.numel()));
-  if (out.numel() > 0) {
-    backend_->CopyToHost(out, logits->data.data(), logits->data.size() * sizeof(float));
+  const auto n = static_cast<size_t>(out.numel());
+  if (const void* host = backend_->HostAddress(out); host != nullptr) {
+    logits->values = absl::MakeConstSpan(static_cast<const float*>(host), n);
+  } else {
+    logits->storage.resize(n);
+    if (n > 0) backend_->CopyToHost(out, logits->storage.data(), n * sizeof(float));
+    logits->values = logits->storage;
   }
   return backend_->Synchronize();
 }

@@ -16,15 +16,17 @@
 
 namespace mlaserve {
 
-// Logits of one step on the host: row r belongs to StepSequence items[r].
+// Logits of one step on the host: row r belongs to StepSequence items[r]. Valid until the
+// next Execute: on a backend whose memory the host reads directly, `values` points into the
+// model's logits buffer; otherwise the logits are copied into `storage`.
 struct StepLogits {
   int64_t vocab_size = 0;
-  std::vector<int32_t> items;  // [num_rows]
-  std::vector<float> data;     // [num_rows, vocab_size]
+  std::vector<int32_t> items;      // [num_rows]
+  absl::Span<const float> values;  // [num_rows, vocab_size]
+  std::vector<float> storage;
 
   absl::Span<const float> row(size_t r) const {
-    return absl::MakeConstSpan(data).subspan(r * static_cast<size_t>(vocab_size),
-                                             static_cast<size_t>(vocab_size));
+    return values.subspan(r * static_cast<size_t>(vocab_size), static_cast<size_t>(vocab_size));
   }
 };
 
@@ -38,6 +40,16 @@ struct EagerStepCounts {
 // What a step computed: prompt chunks only, decodes only, or both.
 enum class StepPhase { kPrefill, kDecode, kMixed };
 
+// Backend memory held for serving, by use.
+struct MemoryUsage {
+  uint64_t weight_bytes = 0;
+  uint64_t kv_cache_bytes = 0;
+  uint64_t workspace_bytes = 0;  // the model's activation buffers and rope table, step metadata
+  uint64_t graph_bytes = 0;      // the captured decode graphs' own storage (Graph::memory_bytes)
+
+  uint64_t total() const { return weight_bytes + kv_cache_bytes + workspace_bytes + graph_bytes; }
+};
+
 // How one Execute ran.
 struct StepKind {
   StepPhase phase = StepPhase::kDecode;
@@ -47,7 +59,10 @@ struct StepKind {
 class ModelRunner {
  public:
   // Captures a decode graph for each of `graph_buckets` (each <= the model's max_num_seqs;
-  // empty: every step runs eagerly).
+  // empty: every step runs eagerly) and allocates the model's KV cache of
+  // options().num_kv_blocks blocks. The graphs' memory is measured first, so that the cache is
+  // only allocated when weights, workspaces, graphs and cache together fit the backend's
+  // memory_capacity(); otherwise returns kResourceExhausted with the figures. Logs the totals.
   static absl::StatusOr<std::unique_ptr<ModelRunner>> Create(
       std::unique_ptr<DeepseekModel> model, Backend* backend,
       const std::vector<int32_t>& graph_buckets = {});
@@ -62,6 +77,8 @@ class ModelRunner {
   std::vector<int32_t> graph_buckets() const { return graphs_.buckets(); }
   const std::map<int32_t, uint64_t>& graph_replays() const { return graphs_.replays(); }
   const EagerStepCounts& eager_steps() const { return eager_steps_; }
+  // What this runner and its model hold on the backend (the figures Create checked).
+  MemoryUsage memory() const;
   // The latest Execute's phase and graph bucket.
   const StepKind& last_step() const { return last_step_; }
 

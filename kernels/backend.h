@@ -10,6 +10,7 @@
 #define MLASERVE_KERNELS_BACKEND_H_
 
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -63,6 +64,9 @@ class Graph {
  public:
   virtual ~Graph() = default;
   virtual void Replay() = 0;
+  // Bytes the graph itself owns, beyond the buffers its ops are bound to (an instantiated
+  // CUDA graph's memory; on the host, the storage of the recorded op list).
+  virtual uint64_t memory_bytes() const = 0;
 };
 
 class Backend {
@@ -79,9 +83,14 @@ class Backend {
   // is filled with 0xFF bytes (NaN for floats, -1 for i32) so that reads of unwritten
   // elements show up in tests.
   virtual absl::StatusOr<DeviceBuffer> Allocate(size_t bytes) = 0;
+  // Bytes of memory Allocate draws from (the host's physical memory for the host backends).
+  virtual uint64_t memory_capacity() const = 0;
   // Copies between host memory and a contiguous device view (blocking for CopyToHost).
   virtual void CopyFromHost(const void* src, size_t bytes, const TensorView& dst) = 0;
   virtual void CopyToHost(const TensorView& src, void* dst, size_t bytes) = 0;
+  // Where the host can read a contiguous device view in place, with every op enqueued so far
+  // finished (the host backends: view.data()); nullptr where it has to be copied.
+  virtual const void* HostAddress(const TensorView& view) const = 0;
 
   virtual void Embedding(const EmbeddingParams& p) = 0;
   virtual void RmsNorm(const RmsNormParams& p) = 0;

@@ -7,20 +7,29 @@
 #include <cstring>
 #include <utility>
 
+#include <unistd.h>
+
 #include "absl/strings/str_cat.h"
 
 namespace mlaserve {
 namespace {
 
+// memory_bytes(): this object, the op list's array and each op's closure (which holds the
+// op's params), as allocated; the allocator's own per-block bookkeeping is not counted.
 class RecordedGraph : public Graph {
  public:
-  explicit RecordedGraph(std::vector<std::function<void()>> ops) : ops_(std::move(ops)) {}
+  RecordedGraph(std::vector<std::function<void()>> ops, uint64_t closure_bytes)
+      : ops_(std::move(ops)),
+        memory_bytes_(sizeof(RecordedGraph) + ops_.capacity() * sizeof(std::function<void()>) +
+                      closure_bytes) {}
   void Replay() override {
     for (auto& op : ops_) op();
   }
+  uint64_t memory_bytes() const override { return memory_bytes_; }
 
  private:
   std::vector<std::function<void()>> ops_;
+  uint64_t memory_bytes_;
 };
 
 void FreeAligned(void* p) { std::free(p); }
@@ -40,26 +49,32 @@ int64_t OpProfile::NowNanos() {
 }
 
 void OpProfile::Add(const char* op, int64_t nanos) {
-  for (Entry& e : entries_) {
-    if (std::strcmp(e.op, op) == 0) {
-      ++e.calls;
-      e.nanos += nanos;
-      return;
-    }
+  total_nanos_ += nanos;
+  // Names come from string literals: comparing pointers first keeps this off the op names'
+  // cache lines, which the ops evict (it runs between ops, in the time a step's overhead is
+  // measured by).
+  auto it = std::find_if(entries_.begin(), entries_.end(),
+                         [op](const Entry& e) { return e.op == op; });
+  if (it == entries_.end()) {
+    it = std::find_if(entries_.begin(), entries_.end(),
+                      [op](const Entry& e) { return std::strcmp(e.op, op) == 0; });
   }
-  entries_.push_back({op, 1, nanos});
+  if (it == entries_.end()) {
+    entries_.push_back({op, 1, nanos});
+    return;
+  }
+  ++it->calls;
+  it->nanos += nanos;
 }
 
 OpProfile::~OpProfile() {
   std::sort(entries_.begin(), entries_.end(),
             [](const Entry& a, const Entry& b) { return a.nanos > b.nanos; });
-  int64_t total = 0;
-  for (const Entry& e : entries_) total += e.nanos;
   std::fprintf(stderr, "op profile (wall time per op):\n");
   for (const Entry& e : entries_) {
     std::fprintf(stderr, "  %-18s %8lld calls %10.3f ms %5.1f%%\n", e.op,
                  static_cast<long long>(e.calls), e.nanos / 1e6,
-                 total > 0 ? 100.0 * e.nanos / total : 0.0);
+                 total_nanos_ > 0 ? 100.0 * e.nanos / total_nanos_ : 0.0);
   }
 }
 
@@ -86,6 +101,11 @@ absl::StatusOr<DeviceBuffer> HostBackend::Allocate(size_t bytes) {
   return DeviceBuffer(p, bytes, &FreeAligned);
 }
 
+uint64_t HostBackend::memory_capacity() const {
+  return static_cast<uint64_t>(sysconf(_SC_PHYS_PAGES)) *
+         static_cast<uint64_t>(sysconf(_SC_PAGE_SIZE));
+}
+
 void HostBackend::CopyFromHost(const void* src, size_t bytes, const TensorView& dst) {
   MLASERVE_CHECK(dst.is_contiguous() && static_cast<int64_t>(bytes) <= dst.nbytes());
   std::memcpy(dst.data(), src, bytes);
@@ -99,11 +119,13 @@ void HostBackend::CopyToHost(const TensorView& src, void* dst, size_t bytes) {
 void HostBackend::BeginCapture() {
   MLASERVE_CHECK(recording_ == nullptr);
   recording_ = std::make_unique<std::vector<std::function<void()>>>();
+  recorded_closure_bytes_ = 0;
 }
 
 std::unique_ptr<Graph> HostBackend::EndCapture() {
   MLASERVE_CHECK(recording_ != nullptr);
-  auto graph = std::make_unique<RecordedGraph>(std::move(*recording_));
+  recording_->shrink_to_fit();
+  auto graph = std::make_unique<RecordedGraph>(std::move(*recording_), recorded_closure_bytes_);
   recording_.reset();
   return graph;
 }

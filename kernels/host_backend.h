@@ -22,6 +22,8 @@ class OpProfile {
   static int64_t NowNanos();
   ~OpProfile();  // prints the table to stderr
   void Add(const char* op, int64_t nanos);
+  // Sum of every Add so far: the wall time spent inside op bodies.
+  int64_t total_nanos() const { return total_nanos_; }
 
  private:
   struct Entry {
@@ -30,13 +32,16 @@ class OpProfile {
     int64_t nanos = 0;
   };
   std::vector<Entry> entries_;
+  int64_t total_nanos_ = 0;
 };
 
 class HostBackend : public Backend {
  public:
   absl::StatusOr<DeviceBuffer> Allocate(size_t bytes) override;
+  uint64_t memory_capacity() const override;  // physical memory (sysconf)
   void CopyFromHost(const void* src, size_t bytes, const TensorView& dst) override;
   void CopyToHost(const TensorView& src, void* dst, size_t bytes) override;
+  const void* HostAddress(const TensorView& view) const override { return view.data(); }
 
   void Embedding(const EmbeddingParams& p) override { Dispatch(&HostBackend::RunEmbedding, p, "Embedding"); }
   void RmsNorm(const RmsNormParams& p) override { Dispatch(&HostBackend::RunRmsNorm, p, "RmsNorm"); }
@@ -64,6 +69,9 @@ class HostBackend : public Backend {
   std::unique_ptr<Graph> EndCapture() override;
   absl::Status Synchronize() override { return absl::OkStatus(); }
 
+  // The per-op profile (MLASERVE_PROFILE=1), or nullptr.
+  const OpProfile* profile() const { return profile_.get(); }
+
  protected:
   virtual void RunEmbedding(const EmbeddingParams& p) = 0;
   virtual void RunRmsNorm(const RmsNormParams& p) = 0;
@@ -85,7 +93,10 @@ class HostBackend : public Backend {
   template <typename P>
   void Dispatch(void (HostBackend::*run)(const P&), const P& p, const char* op) {
     if (recording_ != nullptr) {
-      recording_->push_back([this, run, p, op] { Run(run, p, op); });
+      auto closure = [this, run, p, op] { Run(run, p, op); };
+      // std::function keeps a closure this large in a heap block of its own.
+      recorded_closure_bytes_ += sizeof(closure);
+      recording_->push_back(std::move(closure));
     } else {
       Run(run, p, op);
     }
@@ -102,6 +113,7 @@ class HostBackend : public Backend {
   }
 
   std::unique_ptr<std::vector<std::function<void()>>> recording_;
+  uint64_t recorded_closure_bytes_ = 0;  // of the capture in progress
   // Per-op wall time, kept when MLASERVE_PROFILE=1 and printed to stderr on destruction.
   std::unique_ptr<OpProfile> profile_ = OpProfile::FromEnvironment();
 };

@@ -3,6 +3,8 @@
 #include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
 #include "engine/graph_runner.h"
+#include "engine/model_loader.h"
+#include "engine/status_macros.h"
 #include "server/backend_selection.h"
 
 ABSL_FLAG(std::string, model, "",
@@ -69,6 +71,22 @@ absl::StatusOr<ModelOptions> ModelOptionsFromFlags() {
 
 absl::StatusOr<std::vector<int32_t>> GraphBucketsFromFlags(int32_t max_num_seqs) {
   return ParseGraphBuckets(absl::GetFlag(FLAGS_graph_batch_sizes), max_num_seqs);
+}
+
+absl::StatusOr<std::unique_ptr<ModelRunner>> ModelRunnerFromFlags(Backend* backend,
+                                                                  const ModelOptions& options) {
+  ASSIGN_OR_RETURN(std::unique_ptr<DeepseekModel> model,
+                   LoadDeepseekModel(ModelDirFromFlags(), backend, options));
+  ASSIGN_OR_RETURN(std::vector<int32_t> buckets,
+                   GraphBucketsFromFlags(static_cast<int32_t>(options.max_num_seqs)));
+  absl::StatusOr<std::unique_ptr<ModelRunner>> runner =
+      ModelRunner::Create(std::move(model), backend, buckets);
+  if (absl::IsResourceExhausted(runner.status())) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("--kv_cache_tokens=", absl::GetFlag(FLAGS_kv_cache_tokens), ": ",
+                     runner.status().message()));
+  }
+  return runner;
 }
 
 absl::StatusOr<std::unique_ptr<Backend>> BackendFromFlags() {

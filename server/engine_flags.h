@@ -9,6 +9,7 @@
 
 #include "absl/flags/declare.h"
 #include "absl/status/statusor.h"
+#include "engine/model_runner.h"
 #include "engine/models/deepseek.h"
 #include "kernels/backend.h"
 
@@ -36,6 +37,12 @@ absl::StatusOr<std::vector<int32_t>> GraphBucketsFromFlags(int32_t max_num_seqs)
 
 // The backend the flags ask for.
 absl::StatusOr<std::unique_ptr<Backend>> BackendFromFlags();
+
+// Loads the --model directory onto `backend` per `options` and creates its runner with the
+// --graph_batch_sizes graphs (for options.max_num_seqs); a KV cache too large for the
+// backend's memory is refused naming --kv_cache_tokens.
+absl::StatusOr<std::unique_ptr<ModelRunner>> ModelRunnerFromFlags(Backend* backend,
+                                                                  const ModelOptions& options);
 
 }  // namespace mlaserve
 

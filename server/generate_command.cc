@@ -12,7 +12,6 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "engine/engine.h"
-#include "engine/model_loader.h"
 #include "engine/model_runner.h"
 #include "engine/sampler.h"
 #include "engine/status_macros.h"
@@ -126,10 +125,8 @@ absl::Status Run() {
   ASSIGN_OR_RETURN(std::unique_ptr<Backend> backend, BackendFromFlags());
   ASSIGN_OR_RETURN(ModelOptions options, ModelOptionsFromFlags());
   options.max_num_seqs = 1;
-  ASSIGN_OR_RETURN(auto model, LoadDeepseekModel(ModelDirFromFlags(), backend.get(), options));
-  const int64_t vocab = model->config().vocab_size;
-  ASSIGN_OR_RETURN(std::vector<int32_t> buckets, GraphBucketsFromFlags(1));
-  ASSIGN_OR_RETURN(auto runner, ModelRunner::Create(std::move(model), backend.get(), buckets));
+  ASSIGN_OR_RETURN(auto runner, ModelRunnerFromFlags(backend.get(), options));
+  const int64_t vocab = runner->model().config().vocab_size;
   const std::string dir = ModelDirFromFlags();
   std::shared_ptr<const Tokenizer> tokenizer;
   if (std::filesystem::exists(std::filesystem::path(dir) / "tokenizer.json")) {

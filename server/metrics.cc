@@ -119,7 +119,7 @@ void Metrics::SetEngine(std::weak_ptr<const ServingEngine> engine) {
   const EngineInfo& info = e->info();
   SetGauge(MetricId::kWeightBytes, static_cast<double>(info.weight_bytes));
   SetGauge(MetricId::kKvCacheBytes, static_cast<double>(info.kv_cache_bytes));
-  SetGauge(MetricId::kGraphMemoryBytes, static_cast<double>(info.workspace_bytes));
+  SetGauge(MetricId::kGraphMemoryBytes, static_cast<double>(info.graph_bytes));
   auto* replays = counters_[static_cast<size_t>(MetricId::kGraphReplaysTotal)].families[0];
   absl::MutexLock lock(&mu_);
   for (int32_t size : info.graph_batch_sizes) {

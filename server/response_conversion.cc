@@ -88,8 +88,10 @@ void FillServerInfo(const ServingEngine& engine, absl::Time started, bool draini
   for (int32_t size : description.graph_batch_sizes) {
     response->add_graph_batch_sizes(static_cast<uint32_t>(size));
   }
+  response->set_graph_memory_bytes(info.graph_bytes);
   response->set_weight_bytes(info.weight_bytes);
   response->set_kv_cache_bytes(info.kv_cache_bytes);
+  response->set_workspace_bytes(info.workspace_bytes);
   response->set_draining(draining || stats.draining);
   response->set_steps_total(stats.steps_total);
   // Before the first step there is no age to report; 0 keeps stall alerts quiet.

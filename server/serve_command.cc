@@ -15,7 +15,6 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/notification.h"
 #include "engine/engine.h"
-#include "engine/model_loader.h"
 #include "engine/model_runner.h"
 #include "engine/status_macros.h"
 #include "engine/tokenizer.h"
@@ -90,12 +89,8 @@ absl::StatusOr<std::unique_ptr<ServingEngine>> LoadEngine(Metrics* metrics) {
   const std::string dir = ModelDirFromFlags();
   ASSIGN_OR_RETURN(std::unique_ptr<Backend> backend, BackendFromFlags());
   ASSIGN_OR_RETURN(ModelOptions model_options, ModelOptionsFromFlags());
-  ASSIGN_OR_RETURN(auto model, LoadDeepseekModel(dir, backend.get(), model_options));
-  const int64_t max_model_len = model->options().max_model_len;
-  ASSIGN_OR_RETURN(std::vector<int32_t> graph_buckets,
-                   GraphBucketsFromFlags(absl::GetFlag(FLAGS_max_num_seqs)));
-  ASSIGN_OR_RETURN(auto runner,
-                   ModelRunner::Create(std::move(model), backend.get(), graph_buckets));
+  ASSIGN_OR_RETURN(auto runner, ModelRunnerFromFlags(backend.get(), model_options));
+  const int64_t max_model_len = runner->model().options().max_model_len;
   std::shared_ptr<const Tokenizer> tokenizer;
   if (std::filesystem::exists(std::filesystem::path(dir) / "tokenizer.json")) {
     ASSIGN_OR_RETURN(tokenizer, Tokenizer::Load(dir));

@@ -5,6 +5,7 @@
 
 #include "engine/rope_cache.h"
 #include "engine/status_macros.h"
+#include "kernels/check.h"
 
 namespace mlaserve {
 
@@ -12,15 +13,12 @@ absl::StatusOr<std::unique_ptr<DeepseekModel>> DeepseekModel::Create(const Model
                                                                      ModelWeights weights,
                                                                      Backend* backend,
                                                                      const ModelOptions& options) {
-  if (options.num_kv_blocks < 2) {
-    return absl::InvalidArgumentError("num_kv_blocks must be at least 2 (block 0 is reserved)");
-  }
   if (options.max_num_seqs > options.max_num_tokens) {
     return absl::InvalidArgumentError("max_num_seqs must not exceed max_num_batched_tokens");
   }
   std::unique_ptr<DeepseekModel> model(
       new DeepseekModel(config, std::move(weights), backend, options));
-  RETURN_IF_ERROR(model->AllocateBuffers());
+  RETURN_IF_ERROR(model->AllocateWorkspaces());
   return model;
 }
 
@@ -51,7 +49,7 @@ ForwardLimits DeepseekModel::forward_limits() const {
   return l;
 }
 
-absl::Status DeepseekModel::AllocateBuffers() {
+absl::Status DeepseekModel::AllocateWorkspaces() {
   const ModelConfig& c = config_;
   const DType f32 = DType::kF32;
   const int64_t rows = options_.max_num_tokens, seqs = options_.max_num_seqs;
@@ -108,28 +106,46 @@ absl::Status DeepseekModel::AllocateBuffers() {
   ASSIGN_OR_RETURN(logit_hidden_, (NewTensor(f32, {seqs, hidden})));
   ASSIGN_OR_RETURN(logits_, (NewTensor(f32, {seqs, c.vocab_size})));
 
-  const uint64_t before = workspace_bytes_;
-  // Block 0 is reserved for padded graph rows, which attend over its first row: it is the one
-  // part of the cache that must hold defined (zero) values.
-  const TensorView probe(nullptr, options_.kv_cache_dtype, {options_.block_size, c.kv_cache_dim()});
-  const std::vector<char> zeros(static_cast<size_t>(probe.nbytes()), 0);
-  for (int64_t i = 0; i < c.num_hidden_layers; ++i) {
-    ASSIGN_OR_RETURN(TensorView cache, (NewTensor(options_.kv_cache_dtype,
-                                                 {options_.num_kv_blocks, options_.block_size,
-                                                  c.kv_cache_dim()})));
-    backend_->CopyFromHost(zeros.data(), zeros.size(), cache.Slice(0, 0, 1));
-    kv_caches_.push_back(cache);
-  }
-  kv_cache_bytes_ = workspace_bytes_ - before;
-  workspace_bytes_ = before;
-
   attention_ = std::make_unique<MlaAttention>(config_, backend_, cos_sin_,
                                               AttentionSoftmaxScale(config_));
   ffn_ = std::make_unique<FeedForward>(config_, backend_);
   return absl::OkStatus();
 }
 
+uint64_t DeepseekModel::KvCacheBytes(int64_t num_blocks) const {
+  const TensorView layer(nullptr, options_.kv_cache_dtype,
+                         {num_blocks, options_.block_size, config_.kv_cache_dim()});
+  return static_cast<uint64_t>(layer.nbytes()) * static_cast<uint64_t>(config_.num_hidden_layers);
+}
+
+absl::Status DeepseekModel::AllocateKvCache(int64_t num_blocks) {
+  if (num_blocks < 2) {
+    return absl::InvalidArgumentError("num_kv_blocks must be at least 2 (block 0 is reserved)");
+  }
+  kv_caches_.clear();
+  kv_buffers_.clear();
+  kv_cache_bytes_ = 0;
+  options_.num_kv_blocks = num_blocks;
+  // Block 0 is reserved for padded graph rows, which attend over its first row: it is the one
+  // part of the cache that must hold defined (zero) values.
+  const TensorView block(nullptr, options_.kv_cache_dtype,
+                         {options_.block_size, config_.kv_cache_dim()});
+  const std::vector<char> zeros(static_cast<size_t>(block.nbytes()), 0);
+  const uint64_t layer_bytes = KvCacheBytes(num_blocks) / config_.num_hidden_layers;
+  for (int64_t i = 0; i < config_.num_hidden_layers; ++i) {
+    ASSIGN_OR_RETURN(DeviceBuffer buffer, backend_->Allocate(layer_bytes));
+    const TensorView cache(buffer.data(), options_.kv_cache_dtype,
+                           {num_blocks, options_.block_size, config_.kv_cache_dim()});
+    backend_->CopyFromHost(zeros.data(), zeros.size(), cache.Slice(0, 0, 1));
+    kv_caches_.push_back(cache);
+    kv_cache_bytes_ += buffer.bytes();
+    kv_buffers_.push_back(std::move(buffer));
+  }
+  return absl::OkStatus();
+}
+
 TensorView DeepseekModel::Forward(const ForwardBatch& fb) {
+  MLASERVE_CHECK(!kv_caches_.empty());
   const int64_t t = fb.num_tokens;
   Backend& b = *backend_;
   const TensorView residual = residual_.Slice(0, 0, t), normed = normed_.Slice(0, 0, t),

@@ -63,6 +63,9 @@ TEST_F(InferenceServiceTest, ModelAndServerInfoDescribeTheModel) {
   EXPECT_EQ(info.kv_blocks_free(), info.kv_blocks_total());
   EXPECT_EQ(info.kv_block_size(), 16u);
   EXPECT_GT(info.weight_bytes(), 0u);
+  EXPECT_GT(info.kv_cache_bytes(), 0u);
+  EXPECT_GT(info.workspace_bytes(), 0u);
+  EXPECT_GT(info.graph_memory_bytes(), 0u);  // graphs for 1, 2, 4 and 8
   EXPECT_FALSE(info.draining());
 }
 

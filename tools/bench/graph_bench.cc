@@ -1,0 +1,224 @@
+// Decode step time on the CPU backend, eager vs replayed from a decode graph, and the host-side
+// overhead of a replayed step (docs/performance.md, "Decode graphs: eager vs replay").
+//
+// Two ModelRunners on one CpuBackend hold the same model: one runs every step eagerly, the
+// other has a graph per measured batch size. A step is ModelRunner::Execute over `batch`
+// decodes, each with `context` tokens already cached: metadata build and its staging copy, the
+// forward pass (eager dispatch or graph replay) and the logits copy to the host. Rounds
+// alternate which runner goes first, each runner running `steps` timed steps per batch size
+// and round; the report gives medians over every timed step.
+//
+// Host overhead, everything but the op bodies, measured two ways:
+// - in the step: the step's wall time minus the wall time spent inside op bodies, as the
+//   backend's op profile (MLASERVE_PROFILE=1, which this program sets) adds it up around each
+//   op. What is left is planning, copies, dispatch, the profiler's own clock reads between ops
+//   and any preemption that lands there: an upper bound, with the caches as the ops left them.
+// - alone: the same steps once the timed rounds are over, on a backend whose op bodies do
+//   nothing (same model, same graphs): the step is then nothing but its overhead.
+//
+//   mlaserve-graph-bench --model=/tmp/bench/lite-slice-4 [--batches=1,8,64] [--context=512]
+//       [--rounds=5] [--steps=10] [--threads=0]
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_split.h"
+#include "engine/model_loader.h"
+#include "engine/model_runner.h"
+#include "kernels/cpu/cpu_backend.h"
+
+ABSL_FLAG(std::string, model, "", "Hugging Face model directory");
+ABSL_FLAG(std::string, batches, "1,8,64", "decode batch sizes to measure");
+ABSL_FLAG(int, context, 512, "cached tokens per sequence");
+ABSL_FLAG(int, rounds, 5, "alternating rounds");
+ABSL_FLAG(int, steps, 10, "timed steps per runner, batch size and round");
+ABSL_FLAG(int, threads, 0, "CPU backend threads (0 = every core)");
+
+namespace mlaserve {
+namespace {
+
+constexpr int64_t kBlockSize = 64;
+
+// A CPU backend whose ops return at once: steps on it cost only their host overhead.
+class NoOpBackend final : public HostBackend {
+ public:
+  std::string_view name() const override { return "no-op"; }
+  bool batch_invariant() const override { return true; }
+
+ protected:
+  void RunEmbedding(const EmbeddingParams&) override {}
+  void RunRmsNorm(const RmsNormParams&) override {}
+  void RunGemm(const GemmParams&) override {}
+  void RunSiluMul(const SiluMulParams&) override {}
+  void RunAdd(const AddParams&) override {}
+  void RunCopy(const CopyParams&) override {}
+  void RunApplyRope(const RopeParams&) override {}
+  void RunWriteKvCache(const KvWriteParams&) override {}
+  void RunGatherKvCache(const GatherKvParams&) override {}
+  void RunMlaPrefill(const MlaPrefillParams&) override {}
+  void RunMergeAttn(const MergeAttnParams&) override {}
+  void RunMlaDecode(const MlaDecodeParams&) override {}
+  void RunMoeRoute(const MoeRouteParams&) override {}
+  void RunMoeAlignBlockSize(const MoeAlignParams&) override {}
+  void RunMoeExperts(const MoeExpertsParams&) override {}
+};
+
+// Per-step samples of one runner at one batch size, in microseconds.
+struct Samples {
+  std::vector<double> step_us;
+  std::vector<double> host_us;  // step minus op bodies
+};
+
+double Median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 == 1 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+// `batch` sequences decoding one token each after `context` cached ones, on disjoint blocks.
+struct DecodeStep {
+  DecodeStep(int32_t batch, int32_t context) {
+    const int32_t blocks = static_cast<int32_t>((context + 1 + kBlockSize - 1) / kBlockSize);
+    tokens.resize(static_cast<size_t>(batch));
+    tables.resize(static_cast<size_t>(batch));
+    for (int32_t i = 0; i < batch; ++i) {
+      for (int32_t t = 0; t <= context; ++t) tokens[i].push_back((i * 7919 + t * 104729) % 100000);
+      for (int32_t b = 0; b < blocks; ++b) tables[i].push_back(1 + i * blocks + b);
+      seqs.push_back({.token_ids = tokens[i], .start_position = context, .num_new_tokens = 1,
+                      .block_table = tables[i], .needs_logits = true});
+    }
+  }
+  std::vector<std::vector<int32_t>> tokens, tables;
+  std::vector<StepSequence> seqs;
+};
+
+absl::StatusOr<std::unique_ptr<ModelRunner>> Load(Backend* backend, const ModelOptions& options,
+                                                  const std::vector<int32_t>& buckets) {
+  absl::StatusOr<std::unique_ptr<DeepseekModel>> model =
+      LoadDeepseekModel(absl::GetFlag(FLAGS_model), backend, options);
+  if (!model.ok()) return model.status();
+  return ModelRunner::Create(std::move(*model), backend, buckets);
+}
+
+// Runs `steps` timed steps (after one untimed) and appends their samples.
+void Measure(ModelRunner& runner, const HostBackend& backend, const DecodeStep& step, int steps,
+             Samples* out) {
+  StepLogits logits;
+  if (!runner.Execute(step.seqs, &logits).ok()) std::abort();
+  for (int i = 0; i < steps; ++i) {
+    const int64_t ops_before = backend.profile()->total_nanos();
+    const auto start = std::chrono::steady_clock::now();
+    if (!runner.Execute(step.seqs, &logits).ok()) std::abort();
+    const double us =
+        std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start)
+            .count();
+    const double op_us = 1e-3 * static_cast<double>(backend.profile()->total_nanos() - ops_before);
+    out->step_us.push_back(us);
+    out->host_us.push_back(us - op_us);
+  }
+}
+
+int Run() {
+  std::vector<int32_t> batches;
+  for (absl::string_view part : absl::StrSplit(absl::GetFlag(FLAGS_batches), ',')) {
+    int32_t b = 0;
+    if (!absl::SimpleAtoi(part, &b) || b <= 0) {
+      std::fprintf(stderr, "--batches: \"%s\" is not a batch size\n", std::string(part).c_str());
+      return 1;
+    }
+    batches.push_back(b);
+  }
+  std::sort(batches.begin(), batches.end());
+  const int32_t context = absl::GetFlag(FLAGS_context);
+  const int32_t max_batch = batches.back();
+  const int64_t blocks_per_seq = (context + 1 + kBlockSize - 1) / kBlockSize;
+
+  setenv("MLASERVE_PROFILE", "1", 1);
+  CpuBackend backend(absl::GetFlag(FLAGS_threads));
+  ModelOptions options;
+  options.max_num_seqs = max_batch;
+  options.max_num_tokens = std::max<int64_t>(max_batch, 256);
+  options.block_size = kBlockSize;
+  options.num_kv_blocks = 1 + max_batch * blocks_per_seq;
+  auto eager = Load(&backend, options, {});
+  auto graphs = Load(&backend, options, batches);
+  if (!eager.ok() || !graphs.ok()) {
+    const absl::Status& error = eager.ok() ? graphs.status() : eager.status();
+    std::fprintf(stderr, "%s\n", std::string(error.message()).c_str());
+    return 1;
+  }
+  std::printf("threads %d, context %d tokens, %d rounds of %d steps per runner and batch\n",
+              backend.num_threads(), context, absl::GetFlag(FLAGS_rounds),
+              absl::GetFlag(FLAGS_steps));
+
+  std::vector<Samples> eager_samples(batches.size()), replay_samples(batches.size());
+  for (int round = 0; round < absl::GetFlag(FLAGS_rounds); ++round) {
+    for (size_t i = 0; i < batches.size(); ++i) {
+      const DecodeStep step(batches[i], context);
+      const int steps = absl::GetFlag(FLAGS_steps);
+      if (round % 2 == 0) {
+        Measure(**eager, backend, step, steps, &eager_samples[i]);
+        Measure(**graphs, backend, step, steps, &replay_samples[i]);
+      } else {
+        Measure(**graphs, backend, step, steps, &replay_samples[i]);
+        Measure(**eager, backend, step, steps, &eager_samples[i]);
+      }
+    }
+  }
+  if ((*graphs)->eager_steps().decode != 0) {
+    std::fprintf(stderr, "a step meant for a graph ran eagerly\n");
+    return 1;
+  }
+  eager->reset();
+  graphs->reset();
+
+  // The same replayed steps with no op bodies: median of `kAloneSteps` per batch size.
+  constexpr int kAloneSteps = 2000;
+  NoOpBackend no_op;
+  auto alone = Load(&no_op, options, batches);
+  if (!alone.ok()) {
+    std::fprintf(stderr, "%s\n", std::string(alone.status().message()).c_str());
+    return 1;
+  }
+  std::vector<double> alone_us(batches.size());
+  for (size_t i = 0; i < batches.size(); ++i) {
+    const DecodeStep step(batches[i], context);
+    std::vector<double> us;
+    StepLogits logits;
+    for (int k = 0; k < kAloneSteps; ++k) {
+      const auto start = std::chrono::steady_clock::now();
+      if (!(*alone)->Execute(step.seqs, &logits).ok()) std::abort();
+      us.push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() -
+                                                            start)
+                       .count());
+    }
+    alone_us[i] = Median(us);
+  }
+
+  std::printf("%6s %10s %10s %13s %17s %18s %18s\n", "batch", "eager ms", "replay ms",
+              "replay/eager", "eager host (step)", "replay host (step)", "replay host (alone)");
+  for (size_t i = 0; i < batches.size(); ++i) {
+    const double e = Median(eager_samples[i].step_us), r = Median(replay_samples[i].step_us);
+    std::printf("%6d %10.3f %10.3f %13.3f %14.1f us %15.1f us %15.2f us\n", batches[i], e / 1e3,
+                r / 1e3, r / e, Median(eager_samples[i].host_us),
+                Median(replay_samples[i].host_us), alone_us[i]);
+  }
+  return 0;
+}
+
+}  // namespace
+}  // namespace mlaserve
+
+int main(int argc, char** argv) {
+  absl::ParseCommandLine(argc, argv);
+  return mlaserve::Run();
+}
