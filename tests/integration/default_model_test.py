@@ -5,7 +5,6 @@ text prompt sent through the gRPC API streams the same tokens and the same text 
 
 Usage: default_model_test.py --mlaserve=BIN --protoc=PROTOC --source_dir=DIR
 """
-import argparse
 import json
 import os
 import signal
@@ -41,7 +40,6 @@ class DefaultModelTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
         cls.workdir = tempfile.mkdtemp(prefix="mlaserve_default_")
-        common.ARGS = ARGS
         common.generate_messages(cls.workdir)
         port = common.free_port()
         cls.log = open(os.path.join(cls.workdir, "mlaserve.log"), "w+")
@@ -85,15 +83,5 @@ class DefaultModelTest(unittest.TestCase):
                     self.assertEqual(got_text, want_text)
 
 
-def main():
-    global ARGS
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--mlaserve", required=True)
-    parser.add_argument("--protoc", required=True)
-    parser.add_argument("--source_dir", required=True)
-    ARGS, rest = parser.parse_known_args()
-    unittest.main(argv=[sys.argv[0]] + rest, verbosity=2)
-
-
 if __name__ == "__main__":
-    main()
+    common.run_tests(globals())

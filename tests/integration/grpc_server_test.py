@@ -335,15 +335,23 @@ class MlaserveTest(unittest.TestCase):
             self.assertIn(event, log)
 
 
-def main():
+def run_tests(module_globals, add_flags=None, check=None):
+    """The `main` of every integration test module: parses --mlaserve, --protoc, --source_dir
+    (and what `add_flags(parser)` adds), sets ARGS here and in the calling module, runs
+    `check(args)` if given, then the module's unittest cases (other arguments go to unittest)."""
     global ARGS
     parser = argparse.ArgumentParser()
     parser.add_argument("--mlaserve", required=True)
     parser.add_argument("--protoc", required=True)
     parser.add_argument("--source_dir", required=True)
+    if add_flags is not None:
+        add_flags(parser)
     ARGS, rest = parser.parse_known_args()
-    unittest.main(argv=[sys.argv[0]] + rest, verbosity=2)
+    module_globals["ARGS"] = ARGS
+    if check is not None:
+        check(ARGS)
+    unittest.main(module=module_globals["__name__"], argv=[sys.argv[0]] + rest, verbosity=2)
 
 
 if __name__ == "__main__":
-    main()
+    run_tests(globals())

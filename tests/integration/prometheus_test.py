@@ -8,7 +8,6 @@ quantile computes.
 Usage: prometheus_test.py --mlaserve=BIN --protoc=PROTOC --source_dir=DIR [--prometheus=BIN]
 Needs python3-grpcio, python3-protobuf and prometheus (scripts/bootstrap.sh installs them).
 """
-import argparse
 import json
 import math
 import os
@@ -43,7 +42,6 @@ class PrometheusTest(unittest.TestCase):
     def setUpClass(cls):
         cls.workdir = tempfile.mkdtemp(prefix="mlaserve_prom_")
         cls.processes = []
-        common.ARGS = ARGS
         common.generate_messages(cls.workdir)
         model = common.make_model_dir(cls.workdir)
         grpc_port, metrics_port, cls.prom_port = (common.free_port() for _ in range(3))
@@ -154,19 +152,14 @@ class PrometheusTest(unittest.TestCase):
             raise
 
 
-def main():
-    global ARGS
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--mlaserve", required=True)
-    parser.add_argument("--protoc", required=True)
-    parser.add_argument("--source_dir", required=True)
-    parser.add_argument("--prometheus", default="/usr/bin/prometheus")
-    ARGS, rest = parser.parse_known_args()
-    if not os.access(ARGS.prometheus, os.X_OK):
+def check_prometheus(args):
+    if not os.access(args.prometheus, os.X_OK):
         sys.exit("prometheus_test: %s is missing; install the prometheus package "
-                 "(scripts/bootstrap.sh)" % ARGS.prometheus)
-    unittest.main(argv=[sys.argv[0]] + rest, verbosity=2)
+                 "(scripts/bootstrap.sh)" % args.prometheus)
 
 
 if __name__ == "__main__":
-    main()
+    common.run_tests(
+        globals(),
+        add_flags=lambda p: p.add_argument("--prometheus", default="/usr/bin/prometheus"),
+        check=check_prometheus)

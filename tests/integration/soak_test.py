@@ -10,7 +10,6 @@ the limits (an 18 MiB Generate, a 1 MiB HTTP header to /metrics) and checks the 
 Usage: soak_test.py --mlaserve=BIN --protoc=PROTOC --source_dir=DIR [--seconds=N]
 (MLASERVE_SOAK_SECONDS overrides the default duration.) Prints a summary line per figure.
 """
-import argparse
 import collections
 import os
 import random
@@ -231,7 +230,6 @@ class DaemonTestCase(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
         cls.workdir = tempfile.mkdtemp(prefix="mlaserve_soak_")
-        common.ARGS = ARGS
         common.generate_messages(cls.workdir)
         cls.model = common.make_model_dir(cls.workdir)
         cls.port = common.free_port()
@@ -369,17 +367,6 @@ class OversizedInputTest(DaemonTestCase):
             daemon.stop()
 
 
-def main():
-    global ARGS
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--mlaserve", required=True)
-    parser.add_argument("--protoc", required=True)
-    parser.add_argument("--source_dir", required=True)
-    parser.add_argument("--seconds", type=float,
-                        default=float(os.environ.get("MLASERVE_SOAK_SECONDS", "45")))
-    ARGS, rest = parser.parse_known_args()
-    unittest.main(argv=[sys.argv[0]] + rest, verbosity=2)
-
-
 if __name__ == "__main__":
-    main()
+    common.run_tests(globals(), add_flags=lambda p: p.add_argument(
+        "--seconds", type=float, default=float(os.environ.get("MLASERVE_SOAK_SECONDS", "45"))))
