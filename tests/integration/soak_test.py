@@ -121,8 +121,8 @@ class Load:
             def abort():
                 try:
                     client.abort(common.pb.AbortRequest(request_ids=[request.request_id]))
-                except grpc.RpcError:
-                    pass  # the daemon is gone (the kill test)
+                except (grpc.RpcError, ValueError):
+                    pass  # the daemon is gone (the kill test), or the channel closed
             threading.Timer(abort_after, abort).start()
         complete = None
         chunks = 0
