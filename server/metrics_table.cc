@@ -18,8 +18,10 @@ constexpr MetricType kHistogram = MetricType::kHistogram;
 constexpr L kFinishedReason[] = {"finished_reason"};
 constexpr L kFinishedReasons[] = {"stop", "length", "abort"};
 constexpr L kCode[] = {"code"};
-constexpr L kCodes[] = {"invalid_argument",  "already_exists", "resource_exhausted", "unavailable",
-                        "deadline_exceeded", "cancelled",      "internal"};
+// The contract's codes, then additions: unauthenticated (--auth_token_file).
+constexpr L kCodes[] = {"invalid_argument", "already_exists",    "resource_exhausted",
+                        "unavailable",      "deadline_exceeded", "cancelled",
+                        "internal",         "unauthenticated"};
 constexpr L kPhase[] = {"phase"};
 constexpr L kPhases[] = {"prefill", "decode", "mixed"};
 constexpr L kBatchSize[] = {"batch_size"};

@@ -65,7 +65,8 @@ TEST(MetricsTableTest, LabelValuesFollowTheContract) {
               ElementsAre("stop", "length", "abort"));
   EXPECT_THAT(Spec(MetricId::kRequestFailureTotal).label_values,
               ElementsAre("invalid_argument", "already_exists", "resource_exhausted",
-                          "unavailable", "deadline_exceeded", "cancelled", "internal"));
+                          "unavailable", "deadline_exceeded", "cancelled", "internal",
+                          "unauthenticated"));
   EXPECT_THAT(Spec(MetricId::kEagerStepsTotal).label_values,
               ElementsAre("prefill", "decode", "mixed"));
   EXPECT_THAT(Spec(MetricId::kKvCacheUsagePerc).vllm_names,

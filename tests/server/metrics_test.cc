@@ -77,7 +77,8 @@ TEST_F(MetricsTest, StartsAtZeroWithEveryLabelValue) {
               0);
   }
   for (const char* code : {"invalid_argument", "already_exists", "resource_exhausted",
-                           "unavailable", "deadline_exceeded", "cancelled", "internal"}) {
+                           "unavailable", "deadline_exceeded", "cancelled", "internal",
+                           "unauthenticated"}) {
     EXPECT_EQ(At(s, absl::StrCat("mlaserve_request_failure_total{code=\"", code, "\"}")), 0);
   }
   for (const char* phase : {"prefill", "decode", "mixed"}) {
