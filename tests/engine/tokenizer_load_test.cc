@@ -175,12 +175,13 @@ TEST_F(TokenizerLoadTest, RefusesTemplateIdsWithoutAToken) {
 // A Strip decoder count above INT_MAX strips everything instead of wrapping to a negative count.
 TEST_F(TokenizerLoadTest, HugeStripCountsStripEverything) {
   nlohmann::json json = base_;
-  json["decoder"] = {{"type", "Strip"}, {"content", "a"}, {"start", 4294967295u}, {"stop", 0}};
+  // Every token of " a b" (byte-level, prefix space added) starts with "\u0120" (the space).
+  json["decoder"] = {{"type", "Strip"}, {"content", "\u0120"}, {"start", 4294967295u}, {"stop", 0}};
   std::ofstream(dir_ / "tokenizer.json") << json.dump();
   auto tokenizer = Tokenizer::Load((dir_ / "tokenizer.json").string());
   ASSERT_TRUE(tokenizer.ok()) << tokenizer.status();
-  const std::vector<int32_t> ids = (*tokenizer)->Encode("aaab", /*add_special_tokens=*/false);
-  EXPECT_EQ((*tokenizer)->Decode(ids, /*skip_special_tokens=*/false), "b");
+  const std::vector<int32_t> ids = (*tokenizer)->Encode("a b", /*add_special_tokens=*/false);
+  EXPECT_EQ((*tokenizer)->Decode(ids, /*skip_special_tokens=*/false), "ab");
 }
 
 }  // namespace
