@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds the engine and server tests with sanitizers and runs them (docs/reliability.md):
 #   address  build-asan/, -DMLASERVE_SANITIZE=address,undefined (ASan, LeakSanitizer, UBSan)
-#   thread   build-tsan/, -DMLASERVE_SANITIZE=thread (TSan, suppressions in tests/tsan.supp)
+#   thread   build-tsan/, -DMLASERVE_SANITIZE=thread (TSan; tests/tsan_absl_sync.cc makes abseil
+#            synchronization visible to it, tests/tsan.supp holds suppressions)
 # Every report stops the process that made it, so the test fails.
 #
 #   scripts/sanitize.sh [address] [thread]     (both when none is named)
