@@ -20,6 +20,19 @@ std::string EnvOr(const char* name, const char* fallback) {
   return value != nullptr ? value : fallback;
 }
 
+// The CPU backend on one thread, with every step (each Synchronize) lasting `delay` longer.
+class PacedCpuBackend final : public CpuBackend {
+ public:
+  explicit PacedCpuBackend(absl::Duration delay) : CpuBackend(1), delay_(delay) {}
+  absl::Status Synchronize() override {
+    absl::SleepFor(delay_);
+    return CpuBackend::Synchronize();
+  }
+
+ private:
+  const absl::Duration delay_;
+};
+
 }  // namespace
 
 FakeEngine::FakeEngine() {
@@ -154,7 +167,7 @@ Completion MakeCompletion(FinishReason reason, int32_t completion_tokens) {
 absl::StatusOr<std::shared_ptr<ServingEngine>> MakeRealEngine(const RealEngineOptions& options) {
   const std::string data = EnvOr("MLASERVE_TEST_DATA", "tests/data");
   const std::string source = EnvOr("MLASERVE_SOURCE_DIR", ".");
-  std::unique_ptr<Backend> backend = MakeCpuBackend(1);
+  std::unique_ptr<Backend> backend = std::make_unique<PacedCpuBackend>(options.step_delay);
   ModelOptions model_options;
   model_options.max_num_tokens = 128;
   model_options.max_num_seqs = options.max_num_seqs;

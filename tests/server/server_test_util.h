@@ -72,9 +72,8 @@ class FakeEngine final : public ServingEngine {
 // A completion with `reason` for a stream that delivered `completion_tokens` tokens.
 Completion MakeCompletion(FinishReason reason, int32_t completion_tokens);
 
-// The tiny model decodes short outputs in milliseconds, but the attention cost grows with the
-// context: a request this long runs for seconds, long enough to be cancelled, aborted or
-// drained mid-stream.
+// With RealEngineOptions::step_delay, a request this long runs for seconds on any machine, long
+// enough to be cancelled, aborted or drained mid-stream.
 inline constexpr uint32_t kLongRequestTokens = 4000;
 
 struct RealEngineOptions {
@@ -85,6 +84,9 @@ struct RealEngineOptions {
   bool with_tokenizer = true;           // tests/server/data/tiny_tokenizer
   // Decode buckets replayed as graphs; those above max_num_seqs are left out.
   std::vector<int32_t> graph_batch_sizes = {1, 2, 4, 8};
+  // Added to every engine step (the tiny model alone decodes thousands of tokens a second),
+  // so that long requests stay in flight for the tests that act on them mid-stream.
+  absl::Duration step_delay = absl::Milliseconds(1);
   std::function<void(const StepObservation&)> on_step;  // EngineOptions::on_step
 };
 
