@@ -82,15 +82,17 @@ Request SeededRequest(std::vector<int32_t> prompt, int32_t max_tokens, uint64_t 
 enum class BackendKind { kRef, kCpu };
 
 std::unique_ptr<Engine> BatchEngine(BackendKind kind) {
-  // The token budget holds every prompt whole: chunking is covered separately below.
-  return NewEngine({.max_num_seqs = 8,
-                    .max_num_batched_tokens = 512,
+  // The token budget holds every prompt whole and the cache every sequence at full length, so
+  // nothing is chunked or preempted (both are covered separately below).
+  return NewEngine({.max_num_seqs = 40,
+                    .max_num_batched_tokens = 4096,
+                    .num_kv_blocks = 1 + 40 * (256 / 16),
                     .backend = kind == BackendKind::kRef
                                    ? MakeRefBackend()
                                    : MakeCpuBackend(2, /*batch_invariant=*/true)});
 }
 
-// Runs `probe` once alone and once while other requests of assorted lengths are prefilling and
+// Runs `probe` once alone and once among 32 other requests of assorted lengths, prefilling and
 // decoding around it: some start before it, so its prefill shares steps with their decodes, and
 // more arrive while it decodes, so its decodes share steps with their prefills (steps of many
 // rows, where kernels pick other code paths than for the few rows of a lone decode).
@@ -107,11 +109,11 @@ void CheckBatchInvariance(BackendKind kind, Request probe, const std::string& wh
     ASSERT_TRUE(stream.ok());
     others.push_back(*stream);
   };
-  for (int i = 0; i < 5; ++i) submit_other(i, 7 + 19 * i, 40);
+  for (int i = 0; i < 24; ++i) submit_other(i, 7 + 4 * i, 40);
   while (engine->stats().steps_total < 2) absl::SleepFor(absl::Milliseconds(1));
   auto probe_stream = engine->Submit(probe);
   ASSERT_TRUE(probe_stream.ok());
-  for (int i = 5; i < 12 && !(*probe_stream)->ended(); ++i) {
+  for (int i = 24; i < 32 && !(*probe_stream)->ended(); ++i) {
     const uint64_t step = engine->stats().steps_total;
     while (engine->stats().steps_total < step + 3 && !(*probe_stream)->ended()) {
       absl::SleepFor(absl::Microseconds(200));
