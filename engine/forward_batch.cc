@@ -65,6 +65,7 @@ void ForwardBatchBuilder::Build(absl::Span<const StepSequence> seqs, ForwardBatc
       fb->prefill_has_context |= s.start_position > 0;
     }
     if (s.needs_logits) ++fb->num_logits;
+    if (s.needs_logits && s.num_new_tokens == 1) ++fb->num_decode_logits;
     max_blocks = std::max(max_blocks, static_cast<int32_t>(
                                           (s.start_position + s.num_new_tokens + bs - 1) / bs));
   }
@@ -74,7 +75,7 @@ void ForwardBatchBuilder::Build(absl::Span<const StepSequence> seqs, ForwardBatc
     // their full width, so the layout depends on the bucket alone.
     MLASERVE_CHECK(fb->num_prefill_seqs == 0 && fb->num_decodes <= pad_decodes_to);
     num_padding = pad_decodes_to - fb->num_decodes;
-    fb->num_tokens = fb->num_decodes = fb->num_logits = pad_decodes_to;
+    fb->num_tokens = fb->num_decodes = fb->num_logits = fb->num_decode_logits = pad_decodes_to;
     max_blocks = static_cast<int32_t>(limits_.max_blocks_per_seq);
   }
   MLASERVE_CHECK(fb->num_tokens <= limits_.max_num_tokens);

@@ -49,6 +49,7 @@ struct ForwardBatch {
   int32_t num_prefill_seqs = 0;
   int32_t num_prefill_tokens = 0;
   int32_t num_logits = 0;
+  int32_t num_decode_logits = 0;  // logits rows [0, num_decode_logits) belong to decodes
   int32_t num_blocks_per_seq = 0;  // block-table width used this step
   bool prefill_has_context = false;
   // logit_items[r] = index into the caller's StepSequence list of logits row r.

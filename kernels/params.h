@@ -37,6 +37,10 @@ struct GemmParams {
   TensorView a;    // [batch, m, k] or [m, k] f32
   TensorView b;    // [batch, n, k] or [n, k] w
   TensorView out;  // [batch, m, n] or [m, n] f32
+  // Rows [0, decode_rows) of a are single-token decodes, the rest prompt tokens. A hint for
+  // batch-invariant backends, which route each kind of row through one reduction order (the
+  // same whatever else shares the call); others ignore it.
+  int64_t decode_rows = 0;
 };
 
 // out[t, i] = silu(x[t, i]) * x[t, inter + i]   (x holds gate ‖ up)
@@ -179,6 +183,8 @@ struct MoeExpertsParams {
   TensorView workspace_act;        // [len(sorted_ids), inter] f32
   TensorView workspace_down;       // [len(sorted_ids), hidden] f32
   TensorView out;                  // [num_tokens, hidden] f32
+  // Tokens [0, decode_tokens) are single-token decodes (see GemmParams::decode_rows).
+  int64_t decode_tokens = 0;
 };
 
 // out = a + b (elementwise). out may alias a or b.

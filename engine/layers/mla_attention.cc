@@ -15,7 +15,7 @@ MlaAttention::MlaAttention(const ModelConfig& config, Backend* backend, TensorVi
 void MlaAttention::Forward(const LayerWeights& w, const ForwardBatch& fb, const TensorView& x,
                            const TensorView& kv_cache, const MlaWorkspace& ws,
                            const TensorView& out) const {
-  const int64_t t = fb.num_tokens, heads = c_.num_attention_heads;
+  const int64_t t = fb.num_tokens, d = fb.num_decodes, heads = c_.num_attention_heads;
   const int64_t r = c_.kv_lora_rank, rope = c_.qk_rope_head_dim, nope = c_.qk_nope_head_dim;
   Backend& b = *backend_;
 
@@ -23,16 +23,16 @@ void MlaAttention::Forward(const LayerWeights& w, const ForwardBatch& fb, const 
   const TensorView q = Rows(ws.q, 0, t);
   const TensorView q_flat = q.Reshape({t, heads * c_.qk_head_dim()});
   if (c_.q_lora_rank == 0) {
-    b.Gemm({.a = x, .b = w.q_proj, .out = q_flat});
+    b.Gemm({.a = x, .b = w.q_proj, .out = q_flat, .decode_rows = d});
   } else {
     const TensorView q_a = Rows(ws.q_a, 0, t);
-    b.Gemm({.a = x, .b = w.q_a, .out = q_a});
+    b.Gemm({.a = x, .b = w.q_a, .out = q_a, .decode_rows = d});
     b.RmsNorm({.x = q_a, .weight = w.q_a_norm, .eps = 1e-6f, .out = q_a});
-    b.Gemm({.a = q_a, .b = w.q_b, .out = q_flat});
+    b.Gemm({.a = q_a, .b = w.q_b, .out = q_flat, .decode_rows = d});
   }
   // 2. Compressed KV: latent (normalised) ‖ k_pe, written to the paged cache.
   const TensorView kv_a = Rows(ws.kv_a, 0, t);
-  b.Gemm({.a = x, .b = w.kv_a, .out = kv_a});
+  b.Gemm({.a = x, .b = w.kv_a, .out = kv_a, .decode_rows = d});
   const TensorView latent = Rows(ws.latent, 0, t);
   b.RmsNorm({.x = kv_a.Slice(1, 0, r), .weight = w.kv_a_norm, .eps = 1e-6f, .out = latent});
   const TensorView k_pe = kv_a.Slice(1, r, rope);
@@ -46,7 +46,7 @@ void MlaAttention::Forward(const LayerWeights& w, const ForwardBatch& fb, const 
   const TensorView attn = Rows(ws.attn_out, 0, t);
   if (fb.num_decodes > 0) Decode(w, fb, q, kv_cache, ws, attn);
   if (fb.num_prefill_tokens > 0) Prefill(w, fb, q, kv_a, kv_cache, ws, attn);
-  b.Gemm({.a = attn, .b = w.o_proj, .out = out});
+  b.Gemm({.a = attn, .b = w.o_proj, .out = out, .decode_rows = d});
 }
 
 void MlaAttention::Decode(const LayerWeights& w, const ForwardBatch& fb, const TensorView& q,
@@ -58,7 +58,8 @@ void MlaAttention::Decode(const LayerWeights& w, const ForwardBatch& fb, const T
   // Per head: [d, nope] · W_UKᵀ → [d, kv_lora]; batched over heads via transposed views.
   backend_->Gemm({.a = q_dec.Slice(2, 0, c_.qk_nope_head_dim).Transpose(0, 1),
                   .b = w.w_uk_t,
-                  .out = q_latent.Transpose(0, 1)});
+                  .out = q_latent.Transpose(0, 1),
+                  .decode_rows = d});
   const TensorView attn_latent = Rows(ws.attn_latent, 0, d);
   backend_->MlaDecode({.q_latent = q_latent,
                        .q_pe = q_dec.Slice(2, c_.qk_nope_head_dim, c_.qk_rope_head_dim),
@@ -68,7 +69,10 @@ void MlaAttention::Decode(const LayerWeights& w, const ForwardBatch& fb, const T
                        .softmax_scale = softmax_scale_,
                        .out = attn_latent});
   const TensorView attn_dec = Rows(attn, 0, d).Reshape({d, heads, v});
-  backend_->Gemm({.a = attn_latent.Transpose(0, 1), .b = w.w_uv, .out = attn_dec.Transpose(0, 1)});
+  backend_->Gemm({.a = attn_latent.Transpose(0, 1),
+                  .b = w.w_uv,
+                  .out = attn_dec.Transpose(0, 1),
+                  .decode_rows = d});
 }
 
 void MlaAttention::Prefill(const LayerWeights& w, const ForwardBatch& fb, const TensorView& q,

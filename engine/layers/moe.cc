@@ -5,37 +5,39 @@ namespace mlaserve {
 FeedForward::FeedForward(const ModelConfig& config, Backend* backend)
     : c_(config), backend_(backend) {}
 
-void FeedForward::Forward(const LayerWeights& w, int64_t num_tokens, const TensorView& x,
-                          const FfnWorkspace& ws, const TensorView& out) const {
+void FeedForward::Forward(const LayerWeights& w, int64_t num_tokens, int64_t num_decodes,
+                          const TensorView& x, const FfnWorkspace& ws,
+                          const TensorView& out) const {
   if (!w.is_moe) {
-    Mlp(w.dense, num_tokens, x, ws, out);
+    Mlp(w.dense, num_tokens, num_decodes, x, ws, out);
     return;
   }
-  Experts(w, num_tokens, x, ws, out);
+  Experts(w, num_tokens, num_decodes, x, ws, out);
   if (!w.shared.gate_up.empty()) {
     const TensorView shared = ws.shared_out.Slice(0, 0, num_tokens);
-    Mlp(w.shared, num_tokens, x, ws, shared);
+    Mlp(w.shared, num_tokens, num_decodes, x, ws, shared);
     backend_->Add({.a = out, .b = shared, .out = out});
   }
 }
 
-void FeedForward::Mlp(const MlpWeights& w, int64_t n, const TensorView& x, const FfnWorkspace& ws,
-                      const TensorView& out) const {
+void FeedForward::Mlp(const MlpWeights& w, int64_t n, int64_t num_decodes, const TensorView& x,
+                      const FfnWorkspace& ws, const TensorView& out) const {
   const int64_t inter = w.down.size(1);
   const TensorView gate_up = TensorView(ws.gate_up.data(), DType::kF32, {n, 2 * inter});
   const TensorView act = TensorView(ws.act.data(), DType::kF32, {n, inter});
-  backend_->Gemm({.a = x, .b = w.gate_up, .out = gate_up});
+  backend_->Gemm({.a = x, .b = w.gate_up, .out = gate_up, .decode_rows = num_decodes});
   backend_->SiluMul({.x = gate_up, .out = act});
-  backend_->Gemm({.a = act, .b = w.down, .out = out});
+  backend_->Gemm({.a = act, .b = w.down, .out = out, .decode_rows = num_decodes});
 }
 
-void FeedForward::Experts(const LayerWeights& w, int64_t n, const TensorView& x,
-                          const FfnWorkspace& ws, const TensorView& out) const {
+void FeedForward::Experts(const LayerWeights& w, int64_t n, int64_t num_decodes,
+                          const TensorView& x, const FfnWorkspace& ws,
+                          const TensorView& out) const {
   const int64_t e = c_.n_routed_experts, k = c_.num_experts_per_tok;
   const int64_t inter = c_.moe_intermediate_size;
   Backend& b = *backend_;
   const TensorView logits = ws.router_logits.Slice(0, 0, n);
-  b.Gemm({.a = x, .b = w.router, .out = logits});
+  b.Gemm({.a = x, .b = w.router, .out = logits, .decode_rows = num_decodes});
   const TensorView ids = ws.topk_ids.Slice(0, 0, n), weights = ws.topk_weights.Slice(0, 0, n);
   b.MoeRoute({.logits = logits,
               .correction_bias = w.router_bias,
@@ -72,7 +74,8 @@ void FeedForward::Experts(const LayerWeights& w, int64_t n, const TensorView& x,
                 .workspace_gate_up = TensorView(ws.expert_gate_up.data(), DType::kF32, {padded, 2 * inter}),
                 .workspace_act = TensorView(ws.expert_act.data(), DType::kF32, {padded, inter}),
                 .workspace_down = TensorView(ws.expert_down.data(), DType::kF32, {padded, c_.hidden_size}),
-                .out = out});
+                .out = out,
+                .decode_tokens = num_decodes});
 }
 
 }  // namespace mlaserve

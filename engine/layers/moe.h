@@ -35,15 +35,16 @@ class FeedForward {
  public:
   FeedForward(const ModelConfig& config, Backend* backend);
 
-  // x: [num_tokens, hidden] f32 (normalised); out: [num_tokens, hidden] f32.
-  void Forward(const LayerWeights& w, int64_t num_tokens, const TensorView& x,
+  // x: [num_tokens, hidden] f32 (normalised); out: [num_tokens, hidden] f32. Tokens
+  // [0, num_decodes) are single-token decodes (GemmParams::decode_rows).
+  void Forward(const LayerWeights& w, int64_t num_tokens, int64_t num_decodes, const TensorView& x,
                const FfnWorkspace& ws, const TensorView& out) const;
 
  private:
-  void Mlp(const MlpWeights& w, int64_t num_tokens, const TensorView& x, const FfnWorkspace& ws,
-           const TensorView& out) const;
-  void Experts(const LayerWeights& w, int64_t num_tokens, const TensorView& x,
-               const FfnWorkspace& ws, const TensorView& out) const;
+  void Mlp(const MlpWeights& w, int64_t num_tokens, int64_t num_decodes, const TensorView& x,
+           const FfnWorkspace& ws, const TensorView& out) const;
+  void Experts(const LayerWeights& w, int64_t num_tokens, int64_t num_decodes,
+               const TensorView& x, const FfnWorkspace& ws, const TensorView& out) const;
 
   const ModelConfig& c_;
   Backend* backend_;

@@ -158,7 +158,7 @@ TensorView DeepseekModel::Forward(const ForwardBatch& fb) {
     attention_->Forward(w, fb, normed, kv_caches_[i], mla_ws_, out);
     b.RmsNorm({.x = out, .residual = residual, .weight = w.post_attention_norm, .eps = eps,
                .out = normed});
-    ffn_->Forward(w, t, normed, ffn_ws_, out);
+    ffn_->Forward(w, t, fb.num_decodes, normed, ffn_ws_, out);
     const TensorView& next_norm =
         i + 1 < weights_.layers.size() ? weights_.layers[i + 1].input_norm : weights_.final_norm;
     b.RmsNorm({.x = out, .residual = residual, .weight = next_norm, .eps = eps, .out = normed});
@@ -167,7 +167,7 @@ TensorView DeepseekModel::Forward(const ForwardBatch& fb) {
   const TensorView logits = logits_.Slice(0, 0, fb.num_logits);
   if (fb.num_logits > 0) {
     b.Embedding({.ids = fb.logits_indices, .table = normed, .out = hidden});
-    b.Gemm({.a = hidden, .b = weights_.lm_head, .out = logits});
+    b.Gemm({.a = hidden, .b = weights_.lm_head, .out = logits, .decode_rows = fb.num_decode_logits});
   }
   return logits;
 }

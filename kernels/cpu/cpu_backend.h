@@ -24,9 +24,10 @@ namespace mlaserve {
 class CpuBackend : public HostBackend {
  public:
   // num_threads = 0 uses every core the process may run on. `batch_invariant` fixes one
-  // reduction order per row (see Backend::batch_invariant): every GEMM takes the dot-product
-  // path at a fixed depth whatever its row count, and decode attention never splits a
-  // sequence over threads.
+  // reduction order per row (see Backend::batch_invariant): GEMM rows of decodes always take
+  // the dot-product path at a fixed depth and prompt rows always the packed path, whatever the
+  // row counts (GemmParams::decode_rows), and decode attention never splits a sequence over
+  // threads.
   explicit CpuBackend(int num_threads, bool batch_invariant = false);
   ~CpuBackend() override;
 

@@ -22,29 +22,13 @@ Operand AsOperand(const TensorView& v) {
   return {static_cast<char*>(v.data()), batched ? v.stride(0) : 0, v.stride(-2), v.size(-2)};
 }
 
-}  // namespace
-
-void CpuGemm(const CpuContext& ctx, const GemmParams& p) {
-  const bool batched = p.a.ndim() == 3;
-  if (batched) {
-    CheckTensor(p.a, "Gemm.a", DType::kF32, {kAnyDim, kAnyDim, kAnyDim});
-  } else {
-    CheckTensor(p.a, "Gemm.a", DType::kF32, {kAnyDim, kAnyDim});
-  }
-  const int64_t batch = batched ? p.a.size(0) : 1;
-  const int64_t m = p.a.size(-2), k = p.a.size(-1);
-  if (batched) {
-    CheckTensor(p.b, "Gemm.b", kWeightDTypes, {batch, kAnyDim, k});
-    CheckTensor(p.out, "Gemm.out", DType::kF32, {batch, m, p.b.size(1)});
-  } else {
-    CheckTensor(p.b, "Gemm.b", kWeightDTypes, {kAnyDim, k});
-    CheckTensor(p.out, "Gemm.out", DType::kF32, {m, p.b.size(0)});
-  }
-  MLASERVE_CHECK(!Overlaps(p.out, p.a) && !Overlaps(p.out, p.b));
-  const int64_t n = p.b.size(-2);
-  if (batch == 0 || m == 0 || n == 0) return;
-
-  const Operand a = AsOperand(p.a), b = AsOperand(p.b), out = AsOperand(p.out);
+// out_view = a_view · p.bᵀ for the rows of these views (slices of p.a and p.out), by `path`.
+void RunRows(const CpuContext& ctx, const GemmParams& p, const TensorView& a_view,
+             const TensorView& out_view, GemmPath path) {
+  const int64_t batch = a_view.ndim() == 3 ? a_view.size(0) : 1;
+  const int64_t m = a_view.size(-2), k = a_view.size(-1), n = p.b.size(-2);
+  if (m == 0) return;
+  const Operand a = AsOperand(a_view), b = AsOperand(p.b), out = AsOperand(out_view);
   const int64_t b_elem = static_cast<int64_t>(DTypeSize(p.b.dtype()));
   const int64_t panel = ctx.k().gemm_panel_cols;
   const int64_t panels = (n + panel - 1) / panel;
@@ -84,10 +68,44 @@ void CpuGemm(const CpuContext& ctx, const GemmParams& p) {
       g.ldb = b.row_stride;
       g.ldc = out.row_stride;
       g.k = k;
-      g.fixed_order = ctx.batch_invariant();
+      g.path = path;
       ctx.k().gemm(g, ctx.GemmScratch(t));
     }
   });
+}
+
+}  // namespace
+
+void CpuGemm(const CpuContext& ctx, const GemmParams& p) {
+  const bool batched = p.a.ndim() == 3;
+  if (batched) {
+    CheckTensor(p.a, "Gemm.a", DType::kF32, {kAnyDim, kAnyDim, kAnyDim});
+  } else {
+    CheckTensor(p.a, "Gemm.a", DType::kF32, {kAnyDim, kAnyDim});
+  }
+  const int64_t batch = batched ? p.a.size(0) : 1;
+  const int64_t m = p.a.size(-2), k = p.a.size(-1);
+  if (batched) {
+    CheckTensor(p.b, "Gemm.b", kWeightDTypes, {batch, kAnyDim, k});
+    CheckTensor(p.out, "Gemm.out", DType::kF32, {batch, m, p.b.size(1)});
+  } else {
+    CheckTensor(p.b, "Gemm.b", kWeightDTypes, {kAnyDim, k});
+    CheckTensor(p.out, "Gemm.out", DType::kF32, {m, p.b.size(0)});
+  }
+  MLASERVE_CHECK(!Overlaps(p.out, p.a) && !Overlaps(p.out, p.b));
+  const int64_t n = p.b.size(-2);
+  if (batch == 0 || m == 0 || n == 0) return;
+  if (!ctx.batch_invariant()) {
+    RunRows(ctx, p, p.a, p.out, GemmPath::kBySize);
+    return;
+  }
+  // Batch-invariant: decode rows always by dot products, prompt rows always packed, so a row's
+  // result does not depend on how many rows of either kind share the call.
+  const int row_dim = batched ? 1 : 0;
+  const int64_t d = p.decode_rows < 0 ? 0 : (p.decode_rows > m ? m : p.decode_rows);
+  RunRows(ctx, p, p.a.Slice(row_dim, 0, d), p.out.Slice(row_dim, 0, d), GemmPath::kFixedDot);
+  RunRows(ctx, p, p.a.Slice(row_dim, d, m - d), p.out.Slice(row_dim, d, m - d),
+          GemmPath::kPacked);
 }
 
 }  // namespace mlaserve

@@ -251,13 +251,13 @@ struct GemmImpl {
       return;
     }
     const bool bf16 = g.b_dtype == DType::kBF16;
-    if (g.fixed_order) {
+    if (g.path == GemmPath::kFixedDot) {
       if (bf16) {
         Gemv::template RunFixed<uint16_t>(g, scratch);
       } else {
         Gemv::template RunFixed<float>(g, scratch);
       }
-    } else if (g.m <= Gemv::kMaxM) {
+    } else if (g.path == GemmPath::kBySize && g.m <= Gemv::kMaxM) {
       if (bf16) {
         Gemv::template Run<uint16_t>(g, scratch);
       } else {

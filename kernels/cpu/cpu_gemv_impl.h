@@ -77,7 +77,7 @@ struct GemvImpl {
     }
   }
 
-  // Depth per pass under GemmArgs::fixed_order, whatever M: each output element is then the
+  // Depth per pass under GemmPath::kFixedDot, whatever M: each output element is then the
   // same sum (lane-wise over passes of this depth, reduced, passes added in order) for any
   // row count. It is the depth M = kMaxM takes anyway.
   static constexpr int64_t kFixedDepth = 512;
@@ -126,7 +126,7 @@ struct GemvImpl {
     GemvFor<TB, false>(g, scratch, std::make_index_sequence<kMaxM>());
   }
 
-  // Any m, with one reduction order per output element whatever m (GemmArgs::fixed_order):
+  // Any m, with one reduction order per output element whatever m (GemmPath::kFixedDot):
   // dot products at kFixedDepth over chunks of kFixedRows rows. Columns go in blocks whose
   // weight rows stay in L2 while every chunk of rows passes, so B is still read from memory
   // once; A is re-read (from the caches) once per block.

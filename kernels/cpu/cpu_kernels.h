@@ -16,6 +16,15 @@ namespace mlaserve {
 
 // One block of C (+)= A · Bᵀ: rows i < m of C, columns [n_begin, n_end), f32 accumulation.
 // Rows may be gathered (row_ids) so that MoE experts read and write their tokens in place.
+// How a GEMM call picks its kernel. Each of kFixedDot and kPacked has one reduction order per
+// output element whatever m, which is what batch invariance needs; kBySize switches between
+// them by m (the faster choice, but a row then rounds differently in calls of other sizes).
+enum class GemmPath : uint8_t {
+  kBySize,    // dot products for m <= GemvImpl::kMaxM rows, packed micro-kernels beyond
+  kFixedDot,  // dot products at a fixed depth, in row chunks, for any m (decode rows)
+  kPacked,    // packed micro-kernels for any m (prompt rows)
+};
+
 struct GemmArgs {
   const float* a = nullptr;        // row i at a + (a_rows ? a_rows[i] : i) * lda, k elements
   int64_t lda = 0;
@@ -31,10 +40,7 @@ struct GemmArgs {
   int64_t n_begin = 0;
   int64_t n_end = 0;
   bool accumulate = false;  // C += A · Bᵀ instead of C = A · Bᵀ
-  // One reduction order per output element whatever m (batch invariance): every m takes the
-  // dot-product path at a fixed depth; otherwise more than a few rows take the packed path,
-  // which rounds differently.
-  bool fixed_order = false;
+  GemmPath path = GemmPath::kBySize;
 };
 
 // C += A · B with B stored [k, n] (the value side of attention: rows of B are cache rows).

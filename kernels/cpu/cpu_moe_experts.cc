@@ -44,6 +44,27 @@ void ForEachChunk(const MoeExpertsParams& p, int64_t num_experts, int64_t top_k,
   }
 }
 
+// Runs `g` over a chunk whose row i belongs to token tokens[i] (ascending): by size, or, on a
+// batch-invariant backend, the decode tokens' rows by dot products and the rest packed.
+void ChunkGemm(const CpuContext& ctx, int64_t decode_tokens, const int32_t* tokens, GemmArgs g,
+               float* scratch) {
+  if (!ctx.batch_invariant()) {
+    ctx.k().gemm(g, scratch);
+    return;
+  }
+  const int64_t m = g.m;
+  int64_t d = 0;
+  while (d < m && tokens[d] < decode_tokens) ++d;
+  g.path = GemmPath::kFixedDot;
+  g.m = d;
+  if (d > 0) ctx.k().gemm(g, scratch);
+  g.path = GemmPath::kPacked;
+  g.m = m - d;
+  g.a_rows += d;
+  g.c_rows += d;
+  if (d < m) ctx.k().gemm(g, scratch);
+}
+
 }  // namespace
 
 void CpuMoeAlignBlockSize(const CpuContext& ctx, const MoeAlignParams& p) {
@@ -131,11 +152,10 @@ void CpuMoeExperts(const CpuContext& ctx, const MoeExpertsParams& p) {
                      g.c_rows = positions;
                      g.m = m;
                      g.k = hidden;
-                     g.fixed_order = ctx.batch_invariant();
                      for (int64_t half = 0; half < 2; ++half) {
                        g.n_begin = half * inter + cols.begin;
                        g.n_end = half * inter + cols.end;
-                       k.gemm(g, ctx.GemmScratch(t));
+                       ChunkGemm(ctx, p.decode_tokens, tokens, g, ctx.GemmScratch(t));
                      }
                      for (int64_t i = 0; i < m; ++i) {
                        const float* gu = gate_up + positions[i] * gu_ld;
@@ -148,7 +168,7 @@ void CpuMoeExperts(const CpuContext& ctx, const MoeExpertsParams& p) {
     const Range hid = SplitRange(hidden, team, t, panel);
     if (hid.begin == hid.end) return;
     ForEachChunk(p, num_experts, top_k, num_pairs, rows,
-                 [&](int64_t e, int64_t m, const int32_t*, const int32_t* positions) {
+                 [&](int64_t e, int64_t m, const int32_t* tokens, const int32_t* positions) {
                    GemmArgs g;
                    g.a = act;
                    g.lda = act_ld;
@@ -161,10 +181,9 @@ void CpuMoeExperts(const CpuContext& ctx, const MoeExpertsParams& p) {
                    g.c_rows = positions;
                    g.m = m;
                    g.k = inter;
-                   g.fixed_order = ctx.batch_invariant();
                    g.n_begin = hid.begin;
                    g.n_end = hid.end;
-                   k.gemm(g, ctx.GemmScratch(t));
+                   ChunkGemm(ctx, p.decode_tokens, tokens, g, ctx.GemmScratch(t));
                  });
     float* out = p.out.ptr<float>();
     const int64_t out_ld = p.out.stride(0);

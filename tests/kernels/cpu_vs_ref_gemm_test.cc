@@ -48,8 +48,8 @@ TEST_P(CpuGemmTest, MatchesRefOverShapeGrid) {
 }
 
 // With batch_invariant, a row's result is the same bit for bit whatever the number of rows
-// computed with it (the dispatch and the depth blocking must not depend on m), and still
-// matches the oracle.
+// computed with it, for decode rows (dot products) and prompt rows (packed) alike: neither the
+// dispatch nor the blocking may depend on m. Results still match the oracle.
 TEST_P(CpuGemmTest, BatchInvariantRowsDoNotDependOnTheRowCount) {
   std::mt19937 rng(13);
   constexpr int64_t kRows = 40;
@@ -60,19 +60,22 @@ TEST_P(CpuGemmTest, BatchInvariantRowsDoNotDependOnTheRowCount) {
       TestTensor out_ref(ref(), DType::kF32, {kRows, n});
       ref().Gemm({.a = a.view(), .b = b.view(), .out = out_ref.view()});
       TestTensor a_cpu = a.CloneTo(cpu_invariant()), b_cpu = b.CloneTo(cpu_invariant());
-      TestTensor all(cpu_invariant(), DType::kF32, {kRows, n});
-      cpu_invariant().Gemm({.a = a_cpu.view(), .b = b_cpu.view(), .out = all.view()});
-      const std::vector<float> all_rows = all.Read();
-      const std::string what = std::string(DTypeName(w)) + " n=" + std::to_string(n) +
-                               " k=" + std::to_string(k);
-      ExpectClose(all_rows, out_ref.Read(), Atol(k), 1e-5, what, out_ref.shape());
-      for (int64_t m : {1, 2, 7, 16, 17, 33}) {
-        TestTensor first(cpu_invariant(), DType::kF32, {m, n});
-        cpu_invariant().Gemm({.a = a_cpu.view().Slice(0, 0, m), .b = b_cpu.view(),
-                              .out = first.view()});
-        const std::vector<float> rows = first.Read();
-        for (int64_t i = 0; i < m * n; ++i) {
-          ASSERT_EQ(rows[i], all_rows[i]) << what << " m=" << m << " element " << i;
+      for (bool decode : {true, false}) {
+        TestTensor all(cpu_invariant(), DType::kF32, {kRows, n});
+        cpu_invariant().Gemm({.a = a_cpu.view(), .b = b_cpu.view(), .out = all.view(),
+                              .decode_rows = decode ? kRows : 0});
+        const std::vector<float> all_rows = all.Read();
+        const std::string what = std::string(DTypeName(w)) + " n=" + std::to_string(n) +
+                                 " k=" + std::to_string(k) + (decode ? " decode" : " prompt");
+        ExpectClose(all_rows, out_ref.Read(), Atol(k), 1e-5, what, out_ref.shape());
+        for (int64_t m : {1, 2, 7, 16, 17, 33}) {
+          TestTensor first(cpu_invariant(), DType::kF32, {m, n});
+          cpu_invariant().Gemm({.a = a_cpu.view().Slice(0, 0, m), .b = b_cpu.view(),
+                                .out = first.view(), .decode_rows = decode ? m : 0});
+          const std::vector<float> rows = first.Read();
+          for (int64_t i = 0; i < m * n; ++i) {
+            ASSERT_EQ(rows[i], all_rows[i]) << what << " m=" << m << " element " << i;
+          }
         }
       }
     }
