@@ -84,6 +84,26 @@ bool Overlaps(const TensorView& a, const TensorView& b) {
 
 namespace mlaserve {
 
+GemmShape CheckGemm(const GemmParams& p) {
+  const bool batched = p.a.ndim() == 3;
+  if (batched) {
+    CheckTensor(p.a, "Gemm.a", DType::kF32, {kAnyDim, kAnyDim, kAnyDim});
+  } else {
+    CheckTensor(p.a, "Gemm.a", DType::kF32, {kAnyDim, kAnyDim});
+  }
+  const int64_t batch = batched ? p.a.size(0) : 1;
+  const int64_t m = p.a.size(-2), k = p.a.size(-1);
+  if (batched) {
+    CheckTensor(p.b, "Gemm.b", kWeightDTypes, {batch, kAnyDim, k});
+    CheckTensor(p.out, "Gemm.out", DType::kF32, {batch, m, p.b.size(1)});
+  } else {
+    CheckTensor(p.b, "Gemm.b", kWeightDTypes, {kAnyDim, k});
+    CheckTensor(p.out, "Gemm.out", DType::kF32, {m, p.b.size(0)});
+  }
+  MLASERVE_CHECK(!Overlaps(p.out, p.a) && !Overlaps(p.out, p.b));
+  return {batched, batch, m, k, p.b.size(-2)};
+}
+
 MoeExpertsShape CheckMoeExperts(const MoeExpertsParams& p) {
   MoeExpertsShape s{};
   CheckTensor(p.x, "MoeExperts.x", DType::kF32, {kAnyDim, kAnyDim});

@@ -52,6 +52,14 @@ struct MoeExpertsShape {
 };
 MoeExpertsShape CheckMoeExperts(const MoeExpertsParams& p);
 
+// Sizes of a GemmParams (2-D, or 3-D batched over the first dimension: batch 1 otherwise),
+// after checking a, b and out against params.h and that out overlaps neither input.
+struct GemmShape {
+  bool batched;
+  int64_t batch, m, k, n;
+};
+GemmShape CheckGemm(const GemmParams& p);
+
 }  // namespace mlaserve
 
 #endif  // MLASERVE_KERNELS_SHAPE_CHECK_H_

@@ -77,31 +77,16 @@ void RunRows(const CpuContext& ctx, const GemmParams& p, const TensorView& a_vie
 }  // namespace
 
 void CpuGemm(const CpuContext& ctx, const GemmParams& p) {
-  const bool batched = p.a.ndim() == 3;
-  if (batched) {
-    CheckTensor(p.a, "Gemm.a", DType::kF32, {kAnyDim, kAnyDim, kAnyDim});
-  } else {
-    CheckTensor(p.a, "Gemm.a", DType::kF32, {kAnyDim, kAnyDim});
-  }
-  const int64_t batch = batched ? p.a.size(0) : 1;
-  const int64_t m = p.a.size(-2), k = p.a.size(-1);
-  if (batched) {
-    CheckTensor(p.b, "Gemm.b", kWeightDTypes, {batch, kAnyDim, k});
-    CheckTensor(p.out, "Gemm.out", DType::kF32, {batch, m, p.b.size(1)});
-  } else {
-    CheckTensor(p.b, "Gemm.b", kWeightDTypes, {kAnyDim, k});
-    CheckTensor(p.out, "Gemm.out", DType::kF32, {m, p.b.size(0)});
-  }
-  MLASERVE_CHECK(!Overlaps(p.out, p.a) && !Overlaps(p.out, p.b));
-  const int64_t n = p.b.size(-2);
-  if (batch == 0 || m == 0 || n == 0) return;
+  const GemmShape s = CheckGemm(p);
+  const int64_t m = s.m;
+  if (s.batch == 0 || m == 0 || s.n == 0) return;
   if (!ctx.batch_invariant()) {
     RunRows(ctx, p, p.a, p.out, GemmPath::kBySize);
     return;
   }
   // Batch-invariant: decode rows always by dot products, prompt rows always packed, so a row's
   // result does not depend on how many rows of either kind share the call.
-  const int row_dim = batched ? 1 : 0;
+  const int row_dim = s.batched ? 1 : 0;
   const int64_t d = p.decode_rows < 0 ? 0 : (p.decode_rows > m ? m : p.decode_rows);
   RunRows(ctx, p, p.a.Slice(row_dim, 0, d), p.out.Slice(row_dim, 0, d), GemmPath::kFixedDot);
   RunRows(ctx, p, p.a.Slice(row_dim, d, m - d), p.out.Slice(row_dim, d, m - d),

@@ -61,30 +61,16 @@ void RefBackend::RunRmsNorm(const RmsNormParams& p) {
 }
 
 void RefBackend::RunGemm(const GemmParams& p) {
-  const bool batched = p.a.ndim() == 3;
+  const GemmShape s = CheckGemm(p);
+  const int64_t batch = s.batch, m = s.m, k = s.k, n = s.n;
   // A 2-D problem is viewed as batch 1 with a zero batch stride.
   auto as3d = [](const TensorView& v) {
     if (v.ndim() == 3) return v;
     return TensorView(v.data(), v.dtype(), {1, v.size(0), v.size(1)}, {0, v.stride(0), 1});
   };
-  if (batched) {
-    CheckTensor(p.a, "Gemm.a", DType::kF32, {kAnyDim, kAnyDim, kAnyDim});
-  } else {
-    CheckTensor(p.a, "Gemm.a", DType::kF32, {kAnyDim, kAnyDim});
-  }
   const TensorView a = as3d(p.a);
-  const int64_t batch = a.size(0), m = a.size(1), k = a.size(2);
-  if (batched) {
-    CheckTensor(p.b, "Gemm.b", kWeightDTypes, {batch, kAnyDim, k});
-    CheckTensor(p.out, "Gemm.out", DType::kF32, {batch, m, p.b.size(1)});
-  } else {
-    CheckTensor(p.b, "Gemm.b", kWeightDTypes, {kAnyDim, k});
-    CheckTensor(p.out, "Gemm.out", DType::kF32, {m, p.b.size(0)});
-  }
-  MLASERVE_CHECK(!Overlaps(p.out, p.a) && !Overlaps(p.out, p.b));
   const TensorView b = as3d(p.b);
   const TensorView out = as3d(p.out);
-  const int64_t n = b.size(1);
   for (int64_t bi = 0; bi < batch; ++bi) {
     for (int64_t i = 0; i < m; ++i) {
       for (int64_t j = 0; j < n; ++j) {

@@ -21,16 +21,10 @@ namespace {
 
 using testing::Collect;
 using testing::GreedyRequest;
-using testing::MakeTestEngine;
+using testing::NewTestEngine;
 using testing::RandomPrompt;
 using testing::StreamResult;
 using testing::TestEngineOptions;
-
-std::unique_ptr<Engine> NewEngine(TestEngineOptions options = {}) {
-  auto engine = MakeTestEngine(std::move(options));
-  EXPECT_TRUE(engine.ok()) << engine.status();
-  return engine.ok() ? std::move(*engine) : nullptr;
-}
 
 StreamResult RunToEnd(Engine& engine, Request request) {
   auto stream = engine.Submit(std::move(request));
@@ -84,7 +78,7 @@ enum class BackendKind { kRef, kCpu };
 std::unique_ptr<Engine> BatchEngine(BackendKind kind) {
   // The token budget holds every prompt whole and the cache every sequence at full length, so
   // nothing is chunked or preempted (both are covered separately below).
-  return NewEngine({.max_num_seqs = 40,
+  return NewTestEngine({.max_num_seqs = 40,
                     .max_num_batched_tokens = 4096,
                     .num_kv_blocks = 1 + 40 * (256 / 16),
                     .backend = kind == BackendKind::kRef
@@ -143,7 +137,7 @@ INSTANTIATE_TEST_SUITE_P(Backends, BatchInvarianceTest,
                          });
 
 TEST(EngineInvarianceTest, SeedsReproduceAndDiffer) {
-  auto engine = NewEngine();
+  auto engine = NewTestEngine();
   ASSERT_NE(engine, nullptr);
   const std::vector<int32_t> prompt = RandomPrompt(3, 20);
   const StreamResult a = RunToEnd(*engine, SeededRequest(prompt, 40, 7));
@@ -155,7 +149,7 @@ TEST(EngineInvarianceTest, SeedsReproduceAndDiffer) {
 }
 
 TEST(EngineInvarianceTest, PrefixCacheHitGivesTheColdOutput) {
-  auto engine = NewEngine();
+  auto engine = NewTestEngine();
   ASSERT_NE(engine, nullptr);
   const std::vector<int32_t> prompt = RandomPrompt(4, 80);
   const StreamResult cold = RunToEnd(*engine, GreedyRequest(prompt, 20));
@@ -171,10 +165,10 @@ TEST(EngineInvarianceTest, PrefixCacheHitGivesTheColdOutput) {
 
 TEST(EngineInvarianceTest, ChunkedPrefillGivesTheUnchunkedOutput) {
   const Request request = GreedyRequest(RandomPrompt(5, 90), 20);
-  auto whole = NewEngine({.max_num_batched_tokens = 128});
+  auto whole = NewTestEngine({.max_num_batched_tokens = 128});
   ASSERT_NE(whole, nullptr);
   const StreamResult unchunked = RunToEnd(*whole, request);
-  auto chunked_engine = NewEngine({.max_num_batched_tokens = 16});
+  auto chunked_engine = NewTestEngine({.max_num_batched_tokens = 16});
   ASSERT_NE(chunked_engine, nullptr);
   ExpectSameTokens(unchunked, RunToEnd(*chunked_engine, request), "chunked prefill");
 }

@@ -15,7 +15,6 @@ namespace {
 
 using testing::Collect;
 using testing::GreedyRequest;
-using testing::MakeTestEngine;
 using testing::RandomPrompt;
 using testing::StreamResult;
 using testing::TestEngineOptions;
@@ -36,9 +35,7 @@ class EngineStoppingTest : public ::testing::Test {
 
   std::unique_ptr<Engine> NewEngine(TestEngineOptions options) {
     options.tokenizer = tokenizer_;
-    auto engine = MakeTestEngine(std::move(options));
-    EXPECT_TRUE(engine.ok()) << engine.status();
-    return engine.ok() ? std::move(*engine) : nullptr;
+    return testing::NewTestEngine(std::move(options));
   }
 
   static StreamResult RunToEnd(Engine& engine, Request request) {

@@ -18,16 +18,10 @@ namespace {
 using testing::Collect;
 using testing::GreedyRequest;
 using ::testing::HasSubstr;
-using testing::MakeTestEngine;
+using testing::NewTestEngine;
 using testing::RandomPrompt;
 using testing::StreamResult;
 using testing::TestEngineOptions;
-
-std::unique_ptr<Engine> NewEngine(TestEngineOptions options = {}) {
-  auto engine = MakeTestEngine(std::move(options));
-  EXPECT_TRUE(engine.ok()) << engine.status();
-  return engine.ok() ? std::move(*engine) : nullptr;
-}
 
 // An engine whose every step takes at least `step_delay`, so that requests are still running
 // when a test acts on them.
@@ -35,7 +29,7 @@ std::unique_ptr<Engine> SlowEngine(absl::Duration step_delay, TestEngineOptions 
   auto control = std::make_shared<testing::BackendControl>();
   control->step_delay_us = absl::ToInt64Microseconds(step_delay);
   options.backend = testing::MakeControlledBackend(control);
-  return NewEngine(std::move(options));
+  return NewTestEngine(std::move(options));
 }
 
 std::shared_ptr<RequestStream> MustSubmit(Engine& engine, Request request) {
@@ -53,7 +47,7 @@ void ExpectAllBlocksFree(const Engine& engine) {
 
 TEST(EngineTest, GreedyGenerationMatchesGolden) {
   for (const std::string& variant : testing::ModelVariants()) {
-    auto engine = NewEngine({.variant = variant});
+    auto engine = NewTestEngine({.variant = variant});
     ASSERT_NE(engine, nullptr);
     auto golden = testing::ReadGolden(testing::ModelDir(variant));
     ASSERT_TRUE(golden.ok()) << golden.status();
@@ -82,7 +76,7 @@ TEST_P(ConcurrencyTest, ManyRequestsAllFinishAndFreeTheirBlocks) {
   // 24 requests over 8 sequence slots and a KV pool too small for all of them at once, so
   // requests queue and get preempted; every fifth is aborted after its first output.
   auto engine =
-      NewEngine({.max_num_seqs = 8, .num_kv_blocks = 1 + 40, .graph_batch_sizes = GetParam()});
+      NewTestEngine({.max_num_seqs = 8, .num_kv_blocks = 1 + 40, .graph_batch_sizes = GetParam()});
   ASSERT_NE(engine, nullptr);
   EXPECT_EQ(engine->info().graph_batch_sizes, GetParam());
   std::vector<std::shared_ptr<RequestStream>> streams;
@@ -197,7 +191,7 @@ TEST(EngineTest, DuplicateLiveIdIsAlreadyExistsAndIdsAreAssigned) {
 }
 
 TEST(EngineTest, InvalidRequestsNameTheField) {
-  auto engine = NewEngine();
+  auto engine = NewTestEngine();
   ASSERT_NE(engine, nullptr);
   const auto error = [&](Request r) { return engine->Submit(std::move(r)).status(); };
   const auto expect = [](const absl::Status& s, const char* field) {
@@ -243,7 +237,7 @@ TEST(EngineTest, DrainAbortsWhatOutlivesTheTimeout) {
 TEST(EngineTest, ModelFailureFailsEveryStreamAndTheEngine) {
   auto control = std::make_shared<testing::BackendControl>();
   control->step_delay_us = 2000;
-  auto engine = NewEngine({.backend = testing::MakeControlledBackend(control)});
+  auto engine = NewTestEngine({.backend = testing::MakeControlledBackend(control)});
   ASSERT_NE(engine, nullptr);
   auto a = MustSubmit(*engine, GreedyRequest(RandomPrompt(9, 10), 240));
   auto b = MustSubmit(*engine, GreedyRequest(RandomPrompt(10, 10), 240));

@@ -80,6 +80,12 @@ absl::StatusOr<std::unique_ptr<Engine>> MakeTestEngine(TestEngineOptions options
                         std::move(engine_options));
 }
 
+std::unique_ptr<Engine> NewTestEngine(TestEngineOptions options) {
+  auto engine = MakeTestEngine(std::move(options));
+  EXPECT_TRUE(engine.ok()) << engine.status();
+  return engine.ok() ? std::move(*engine) : nullptr;
+}
+
 StreamResult Collect(RequestStream& stream) {
   StreamResult result;
   while (true) {

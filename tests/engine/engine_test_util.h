@@ -36,6 +36,8 @@ struct TestEngineOptions {
 };
 
 absl::StatusOr<std::unique_ptr<Engine>> MakeTestEngine(TestEngineOptions options);
+// MakeTestEngine, failing the current test (and returning null) when it cannot be made.
+std::unique_ptr<Engine> NewTestEngine(TestEngineOptions options = {});
 
 // Everything a stream delivered, concatenated, up to and including its end.
 struct StreamResult {
