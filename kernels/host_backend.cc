@@ -7,6 +7,7 @@
 #include <cstring>
 #include <utility>
 
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include "absl/strings/str_cat.h"
@@ -91,12 +92,14 @@ void MaybePoison(void* data, size_t bytes) {
 }
 
 absl::StatusOr<DeviceBuffer> HostBackend::Allocate(size_t bytes) {
-  constexpr size_t kAlign = 64;
-  const size_t rounded = (bytes + kAlign - 1) / kAlign * kAlign;
-  void* p = std::aligned_alloc(kAlign, rounded == 0 ? kAlign : rounded);
+  constexpr size_t kHugePage = size_t{2} << 20;
+  const size_t align = bytes >= kHugePage ? kHugePage : 64;
+  const size_t rounded = (bytes + align - 1) / align * align;
+  void* p = std::aligned_alloc(align, rounded == 0 ? align : rounded);
   if (p == nullptr) {
     return absl::ResourceExhaustedError(absl::StrCat("host allocation of ", bytes, " bytes failed"));
   }
+  if (align == kHugePage) madvise(p, rounded, MADV_HUGEPAGE);
   MaybePoison(p, rounded);
   return DeviceBuffer(p, bytes, &FreeAligned);
 }

@@ -215,7 +215,9 @@ TEST_F(InferenceServiceTest, LiveDuplicateIdIsAlreadyExists) {
 
 TEST_F(InferenceServiceTest, FullAdmissionQueueIsResourceExhausted) {
   server_.reset();
-  StartWith({.max_num_seqs = 1, .max_num_waiting_seqs = 1});
+  // Slow steps: the running request must still hold the only slot (40 s) when the third
+  // arrives, however loaded the host.
+  StartWith({.max_num_seqs = 1, .max_num_waiting_seqs = 1, .step_delay = absl::Milliseconds(10)});
   grpc::ClientContext running_context, waiting_context;
   auto running =
       server_->inference->Generate(&running_context, GreedyRequest({1}, kLongRequestTokens));
