@@ -78,6 +78,11 @@ class Backend {
   // reduction order per row whatever the batch), so that a sequence's logits do not depend on
   // what else is batched with it (`--deterministic`).
   virtual bool batch_invariant() const = 0;
+  // The precision activations meet bf16 weights in (`--dtype`): kF32, or kBF16, where every
+  // element of a Gemm's `a` and of MoeExperts' x and expert activations is first rounded to bf16
+  // (nearest even) when the weights it multiplies are bf16. Products and sums stay f32, and
+  // everything else (residual stream, norms, attention, routing) stays f32 either way.
+  virtual DType activation_dtype() const = 0;
 
   // Start-up only. The memory is uninitialized; with MLASERVE_POISON=1 in the environment it
   // is filled with 0xFF bytes (NaN for floats, -1 for i32) so that reads of unwritten

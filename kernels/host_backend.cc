@@ -91,6 +91,10 @@ void MaybePoison(void* data, size_t bytes) {
   if (PoisonEnabled()) std::memset(data, 0xff, bytes);
 }
 
+HostBackend::HostBackend(DType activation_dtype) : activation_dtype_(activation_dtype) {
+  MLASERVE_CHECK(activation_dtype == DType::kF32 || activation_dtype == DType::kBF16);
+}
+
 absl::StatusOr<DeviceBuffer> HostBackend::Allocate(size_t bytes) {
   constexpr size_t kHugePage = size_t{2} << 20;
   const size_t align = bytes >= kHugePage ? kHugePage : 64;

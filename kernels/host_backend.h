@@ -37,6 +37,10 @@ class OpProfile {
 
 class HostBackend : public Backend {
  public:
+  // activation_dtype: kF32 or kBF16 (see Backend::activation_dtype).
+  explicit HostBackend(DType activation_dtype = DType::kF32);
+
+  DType activation_dtype() const override { return activation_dtype_; }
   absl::StatusOr<DeviceBuffer> Allocate(size_t bytes) override;
   uint64_t memory_capacity() const override;  // physical memory (sysconf)
   void CopyFromHost(const void* src, size_t bytes, const TensorView& dst) override;
@@ -112,6 +116,7 @@ class HostBackend : public Backend {
     profile_->Add(op, OpProfile::NowNanos() - start);
   }
 
+  DType activation_dtype_;
   std::unique_ptr<std::vector<std::function<void()>>> recording_;
   uint64_t recorded_closure_bytes_ = 0;  // of the capture in progress
   // Per-op wall time, kept when MLASERVE_PROFILE=1 and printed to stderr on destruction.

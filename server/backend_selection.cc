@@ -23,9 +23,10 @@ int UsableCudaDevices() {
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Backend>> CreateBackend(const std::string& kind, int num_threads,
-                                                       bool batch_invariant) {
-  if (kind == "cpu") return MakeCpuBackend(num_threads, batch_invariant);
-  if (kind == "ref") return MakeRefBackend();
+                                                       bool batch_invariant,
+                                                       DType activation_dtype) {
+  if (kind == "cpu") return MakeCpuBackend(num_threads, batch_invariant, activation_dtype);
+  if (kind == "ref") return MakeRefBackend(activation_dtype);
   if (kind == "cuda" || kind == "auto") {
     const int devices = UsableCudaDevices();
     if (devices > 0) {
@@ -38,7 +39,7 @@ absl::StatusOr<std::unique_ptr<Backend>> CreateBackend(const std::string& kind, 
           "--backend=cuda: no usable CUDA device (none found, or no driver); use --backend=cpu");
     }
     std::fprintf(stderr, "mlaserve: backend auto: no CUDA device, using the CPU backend\n");
-    return MakeCpuBackend(num_threads, batch_invariant);
+    return MakeCpuBackend(num_threads, batch_invariant, activation_dtype);
   }
   return absl::InvalidArgumentError(
       absl::StrCat("--backend: unknown value \"", kind, "\" (auto, cpu, cuda or ref)"));

@@ -14,9 +14,11 @@ namespace mlaserve {
 // (slow; for checking); "cuda": fails with a clear error when no CUDA device is usable (or the
 // build has no CUDA backend); "auto": cuda when usable, else cpu, with a log line saying why.
 // `batch_invariant` (--deterministic) asks for kernels whose per-row results do not depend on
-// the rest of the batch (Backend::batch_invariant).
+// the rest of the batch (Backend::batch_invariant); `activation_dtype` (--dtype) is kF32 or
+// kBF16 (Backend::activation_dtype).
 absl::StatusOr<std::unique_ptr<Backend>> CreateBackend(const std::string& kind, int num_threads,
-                                                       bool batch_invariant);
+                                                       bool batch_invariant,
+                                                       DType activation_dtype = DType::kF32);
 
 }  // namespace mlaserve
 

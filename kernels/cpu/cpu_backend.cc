@@ -30,15 +30,18 @@ char* AllocateArena(int num_threads) {
 
 }  // namespace
 
-CpuBackend::CpuBackend(int num_threads, bool batch_invariant)
-    : pool_(std::make_unique<CpuThreadPool>(ResolveThreads(num_threads))),
+CpuBackend::CpuBackend(int num_threads, bool batch_invariant, DType activation_dtype)
+    : HostBackend(activation_dtype),
+      pool_(std::make_unique<CpuThreadPool>(ResolveThreads(num_threads))),
       arena_(AllocateArena(pool_->size())),
-      ctx_(GetCpuKernels(SelectCpuIsa()), *pool_, arena_, batch_invariant) {}
+      ctx_(GetCpuKernels(SelectCpuIsa()), *pool_, arena_, batch_invariant,
+           activation_dtype == DType::kBF16) {}
 
 CpuBackend::~CpuBackend() { std::free(arena_); }
 
-std::unique_ptr<Backend> MakeCpuBackend(int num_threads, bool batch_invariant) {
-  return std::make_unique<CpuBackend>(num_threads, batch_invariant);
+std::unique_ptr<Backend> MakeCpuBackend(int num_threads, bool batch_invariant,
+                                        DType activation_dtype) {
+  return std::make_unique<CpuBackend>(num_threads, batch_invariant, activation_dtype);
 }
 
 }  // namespace mlaserve

@@ -27,8 +27,10 @@ class CpuBackend : public HostBackend {
   // reduction order per row (see Backend::batch_invariant): GEMM rows of decodes always take
   // the dot-product path at a fixed depth and prompt rows always the packed path, whatever the
   // row counts (GemmParams::decode_rows), and decode attention never splits a sequence over
-  // threads.
-  explicit CpuBackend(int num_threads, bool batch_invariant = false);
+  // threads. `activation_dtype`: see Backend::activation_dtype; kBF16 runs prompt GEMMs on the
+  // bf16 dot-product instructions where the processor has them (CpuIsa::kAvx512Bf16).
+  explicit CpuBackend(int num_threads, bool batch_invariant = false,
+                      DType activation_dtype = DType::kF32);
   ~CpuBackend() override;
 
   std::string_view name() const override { return "cpu"; }
@@ -59,7 +61,8 @@ class CpuBackend : public HostBackend {
   CpuContext ctx_;
 };
 
-std::unique_ptr<Backend> MakeCpuBackend(int num_threads, bool batch_invariant = false);
+std::unique_ptr<Backend> MakeCpuBackend(int num_threads, bool batch_invariant = false,
+                                        DType activation_dtype = DType::kF32);
 
 }  // namespace mlaserve
 

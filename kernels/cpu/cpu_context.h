@@ -42,12 +42,22 @@ class CpuContext {
       (kGemmScratchFloats + kOpScratchFloats) * 4 + kIndexScratch * 4;
 
   // `arena`: pool.size() * kThreadScratchBytes bytes, 64-byte aligned. Both are owned by the
-  // caller and outlive the context. `batch_invariant`: see CpuBackend.
-  CpuContext(const CpuKernels& kernels, CpuThreadPool& pool, char* arena, bool batch_invariant)
-      : kernels_(&kernels), pool_(&pool), arena_(arena), batch_invariant_(batch_invariant) {}
+  // caller and outlive the context. `batch_invariant`: see CpuBackend; `bf16_activations`:
+  // activation_dtype() is kBF16.
+  CpuContext(const CpuKernels& kernels, CpuThreadPool& pool, char* arena, bool batch_invariant,
+             bool bf16_activations)
+      : kernels_(&kernels),
+        pool_(&pool),
+        arena_(arena),
+        batch_invariant_(batch_invariant),
+        bf16_activations_(bf16_activations) {}
 
   const CpuKernels& k() const { return *kernels_; }
   bool batch_invariant() const { return batch_invariant_; }
+  // Whether GEMM inputs against bf16 weights are rounded to bf16 (GemmArgs::a_bf16).
+  bool RoundsInputsFor(DType weights) const {
+    return bf16_activations_ && weights == DType::kBF16;
+  }
   int num_threads() const { return pool_->size(); }
 
   // Scratch private to thread `t` of the current parallel region (t < num_threads()).
@@ -83,6 +93,7 @@ class CpuContext {
   CpuThreadPool* pool_;
   char* arena_;
   bool batch_invariant_;
+  bool bf16_activations_;
 };
 
 void CpuEmbedding(const CpuContext& ctx, const EmbeddingParams& p);

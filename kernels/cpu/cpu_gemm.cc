@@ -69,6 +69,7 @@ void RunRows(const CpuContext& ctx, const GemmParams& p, const TensorView& a_vie
       g.ldc = out.row_stride;
       g.k = k;
       g.path = path;
+      g.a_bf16 = ctx.RoundsInputsFor(p.b.dtype());
       ctx.k().gemm(g, ctx.GemmScratch(t));
     }
   });

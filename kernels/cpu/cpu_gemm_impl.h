@@ -7,11 +7,13 @@
 // zero-fills lanes >= n), Store/StoreN, Add, Fma(a, b, c) = a * b + c, ReduceAdd,
 // LoadBf16Pairs (kW 32-bit words, each two bf16 of consecutive k, split into the even-k and
 // odd-k f32 vectors), Transpose32 (a kW x kW transpose of 32-bit words), and the blocking
-// constants kGemmMr, kGemmNv, kGemvAcc.
+// constants kGemmMr, kGemmNv, kGemvAcc. Optionally the bf16 dot product: Words, LoadWords,
+// Set1Word and DotBf16 (see Avx512Bf16), used for bf16 activations against bf16 weights.
 #ifndef MLASERVE_KERNELS_CPU_CPU_GEMM_IMPL_H_
 #define MLASERVE_KERNELS_CPU_CPU_GEMM_IMPL_H_
 
 #include <cstdint>
+#include <type_traits>
 #include <utility>
 
 #include "kernels/cpu/cpu_gemv_impl.h"
@@ -43,10 +45,13 @@ struct GemmImpl {
   // micro-tile reads together fall in different L1 sets instead of four.
   static constexpr int64_t kAStride = kKc + 16;
   static_assert(kMc * kAStride + kKc * kNr <= kGemmScratchFloats);
+  static constexpr bool kHasDotBf16 = requires { &V::DotBf16; };
 
-  template <class P>
-  using MicroFn = void (*)(int64_t kc, const float* ap, const P* bp, float* const* c,
-                           int64_t nr, bool acc);
+  // PA: the packed A element (f32, or uint32_t bf16 pairs for the dot product); P: the packed
+  // B panel element.
+  template <class PA, class P>
+  using MicroFn = void (*)(int64_t kc, const PA* ap, const P* bp, float* const* c, int64_t nr,
+                           bool acc);
 
   static int64_t Lo(int64_t a, int64_t b) { return a < b ? a : b; }
 
@@ -58,8 +63,28 @@ struct GemmImpl {
     for (int64_t i = 0; i < mc; ++i) {
       const float* src = Gemv::ARow(g, i0 + i) + pc;
       float* dst = ap + i * kAStride;
-      for (int64_t l = 0; l < kc; ++l) dst[l] = src[l];
+      if (g.a_bf16) {
+        for (int64_t l = 0; l < kc; ++l) dst[l] = Gemv::RoundToBf16(src[l]);
+      } else {
+        for (int64_t l = 0; l < kc; ++l) dst[l] = src[l];
+      }
       if (kc % 2 != 0) dst[kc] = 0.0f;
+    }
+  }
+
+  // For the dot product: ap[i * kAStride + p] = bf16(A[i0 + i, pc + 2p]) |
+  // bf16(A[i0 + i, pc + 2p + 1]) << 16, the same pairing as the bf16 B panel; an odd kc pairs
+  // the last element with zero.
+  static void PackA(const GemmArgs& g, int64_t i0, int64_t mc, int64_t pc, int64_t kc,
+                    uint32_t* ap) {
+    for (int64_t i = 0; i < mc; ++i) {
+      const float* src = Gemv::ARow(g, i0 + i) + pc;
+      uint32_t* dst = ap + i * kAStride;
+      int64_t p = 0;
+      for (; 2 * p + 1 < kc; ++p) {
+        dst[p] = F32ToBf16(src[2 * p]) | static_cast<uint32_t>(F32ToBf16(src[2 * p + 1])) << 16;
+      }
+      if (2 * p < kc) dst[p] = F32ToBf16(src[2 * p]);
     }
   }
 
@@ -204,16 +229,49 @@ struct GemmImpl {
     StoreTile<MR>(r, c, nr, acc);
   }
 
-  template <class P, size_t... I>
-  static MicroFn<P> MicroFor(int64_t mr, std::index_sequence<I...>) {
-    static constexpr MicroFn<P> kTable[] = {&Micro<static_cast<int>(I) + 1>...};
-    return kTable[mr - 1];
+  // bf16 pairs of A against bf16 pairs of B: one DotBf16 per pair of k and vector of columns.
+  template <int MR>
+  static void MicroDot(int64_t kc, const uint32_t* ap, const uint32_t* bp, float* const* c,
+                       int64_t nr, bool acc) {
+    PrefetchTile<MR>(c);
+    F r[MR][kNv];
+#pragma GCC unroll 16
+    for (int i = 0; i < MR; ++i) {
+#pragma GCC unroll 4
+      for (int v = 0; v < kNv; ++v) r[i][v] = V::Zero();
+    }
+    const int64_t pairs = (kc + 1) / 2;
+    for (int64_t p = 0; p < pairs; ++p) {
+      typename V::Words b[kNv];
+#pragma GCC unroll 4
+      for (int v = 0; v < kNv; ++v) b[v] = V::LoadWords(bp + p * kNr + v * kW);
+#pragma GCC unroll 16
+      for (int i = 0; i < MR; ++i) {
+        const typename V::Words a = V::Set1Word(ap[i * kAStride + p]);
+#pragma GCC unroll 4
+        for (int v = 0; v < kNv; ++v) r[i][v] = V::DotBf16(r[i][v], a, b[v]);
+      }
+    }
+    StoreTile<MR>(r, c, nr, acc);
   }
 
-  // TB: the weight element type; P: its packed panel element (float, or uint32_t bf16 pairs).
-  template <class TB, class P>
+  template <class PA, class P, size_t... I>
+  static MicroFn<PA, P> MicroFor(int64_t mr, std::index_sequence<I...>) {
+    if constexpr (std::is_same_v<PA, uint32_t>) {
+      static constexpr MicroFn<PA, P> kTable[] = {&MicroDot<static_cast<int>(I) + 1>...};
+      return kTable[mr - 1];
+    } else {
+      static constexpr MicroFn<PA, P> kTable[] = {&Micro<static_cast<int>(I) + 1>...};
+      return kTable[mr - 1];
+    }
+  }
+
+  // TB: the weight element type; P: its packed panel element (float, or uint32_t bf16 pairs);
+  // PA: the packed A element (float, or uint32_t bf16 pairs for MicroDot).
+  template <class TB, class P, class PA>
   static void Packed(const GemmArgs& g, float* scratch) {
-    float* ap = scratch;
+    static_assert(sizeof(PA) == sizeof(float));
+    PA* ap = reinterpret_cast<PA*>(scratch);
     P* bp = reinterpret_cast<P*>(scratch + kMc * kAStride);
     const TB* b = static_cast<const TB*>(g.b);
     for (int64_t ic = 0; ic < g.m; ic += kMc) {
@@ -232,8 +290,8 @@ struct GemmImpl {
             const int64_t mr = mc / tiles + (t < mc % tiles ? 1 : 0);
             float* c[kMr];
             for (int64_t i = 0; i < mr; ++i) c[i] = Gemv::CRow(g, ic + ir + i) + jr;
-            MicroFor<P>(mr, std::make_index_sequence<kMr>())(kc, ap + ir * kAStride, bp, c, nr,
-                                                              acc);
+            MicroFor<PA, P>(mr, std::make_index_sequence<kMr>())(kc, ap + ir * kAStride, bp, c,
+                                                                  nr, acc);
             ir += mr;
           }
         }
@@ -264,9 +322,15 @@ struct GemmImpl {
         Gemv::template Run<float>(g, scratch);
       }
     } else if (bf16) {
-      Packed<uint16_t, uint32_t>(g, scratch);
+      if constexpr (kHasDotBf16) {
+        if (g.a_bf16) {
+          Packed<uint16_t, uint32_t, uint32_t>(g, scratch);
+          return;
+        }
+      }
+      Packed<uint16_t, uint32_t, float>(g, scratch);
     } else {
-      Packed<float, float>(g, scratch);
+      Packed<float, float, float>(g, scratch);
     }
   }
 };

@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "kernels/cpu/cpu_kernels.h"
+#include "kernels/dtype.h"
 
 namespace mlaserve::cpu_impl {
 
@@ -29,6 +30,7 @@ struct GemvImpl {
   static float* CRow(const GemmArgs& g, int64_t i) {
     return g.c + (g.c_rows != nullptr ? g.c_rows[i] : i) * g.ldc;
   }
+  static float RoundToBf16(float x) { return Bf16ToF32(F32ToBf16(x)); }
 
   // Rows [j, j + R) of C for the M rows of A: every B element is loaded once.
   template <class TB, int M, int R>
@@ -101,7 +103,11 @@ struct GemvImpl {
       for (int i = 0; i < M; ++i) {
         const float* src = ARow(g, i) + k0;
         float* dst = scratch + i * kPitch;
-        for (int64_t l = 0; l < kb; ++l) dst[l] = src[l];
+        if (g.a_bf16) {
+          for (int64_t l = 0; l < kb; ++l) dst[l] = RoundToBf16(src[l]);
+        } else {
+          for (int64_t l = 0; l < kb; ++l) dst[l] = src[l];
+        }
         a[i] = dst;
         c[i] = CRow(g, i);
       }

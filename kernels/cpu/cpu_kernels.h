@@ -1,5 +1,6 @@
 // The instruction-set-specific primitives of the CPU backend, gathered in one table per ISA
-// build (cpu_kernels_{avx512,avx2,scalar}.cc). The ops in kernels/cpu/*.cc are ISA-neutral:
+// build (cpu_kernels_{avx512,avx2,scalar}.cc; the AVX-512 file holds two builds, with and
+// without the BF16 dot-product instructions). The ops in kernels/cpu/*.cc are ISA-neutral:
 // they validate, partition work over threads and call these primitives, so every ISA runs the
 // same algorithm and differs only in vector width and register blocking.
 //
@@ -41,6 +42,10 @@ struct GemmArgs {
   int64_t n_end = 0;
   bool accumulate = false;  // C += A · Bᵀ instead of C = A · Bᵀ
   GemmPath path = GemmPath::kBySize;
+  // Each element of A is rounded to bf16 (nearest even) before the products, which stay exact
+  // in f32 with bf16 weights (bf16 activations, --dtype=bfloat16). Builds with bf16 dot-product
+  // instructions then run the packed path on them.
+  bool a_bf16 = false;
 };
 
 // C += A · B with B stored [k, n] (the value side of attention: rows of B are cache rows).
@@ -88,6 +93,7 @@ struct CpuKernels {
 const CpuKernels& GetCpuKernels(CpuIsa isa);
 
 // One table per build, defined in the ISA-specific files.
+const CpuKernels& Avx512Bf16Kernels();
 const CpuKernels& Avx512Kernels();
 const CpuKernels& Avx2Kernels();
 const CpuKernels& ScalarKernels();

@@ -1,4 +1,6 @@
-// The AVX-512 build of CpuKernels (compiled with -mavx512f/bw/vl/dq; see kernels/CMakeLists.txt).
+// The AVX-512 builds of CpuKernels (compiled with -mavx512f/bw/vl/dq/bf16; see
+// kernels/CMakeLists.txt): Avx512 uses no BF16 instruction, so it runs on every AVX-512
+// processor; Avx512Bf16 adds the dot product.
 // GCC 12 reports the deliberately undefined pass-through operand inside the AVX-512 intrinsics
 // (_mm512_undefined_ps) as uninitialized; the warning points into the header.
 #pragma GCC diagnostic push
@@ -114,10 +116,28 @@ struct Avx512 {
   }
 };
 
+// The same build plus VDPBF16PS (AVX512_BF16), which the packed GEMM uses for bf16 activations
+// against bf16 weights: one instruction adds two exact products per lane, where the f32 path
+// widens both operands and issues two FMAs. Used only where DetectCpuIsa found AVX512_BF16.
+struct Avx512Bf16 : Avx512 {
+  using Words = __m512i;  // kW 32-bit words, each two bf16 of consecutive k
+  static Words LoadWords(const uint32_t* p) { return _mm512_loadu_si512(p); }
+  static Words Set1Word(uint32_t w) { return _mm512_set1_epi32(static_cast<int>(w)); }
+  // acc[i] + a.lo[i] * b.lo[i] + a.hi[i] * b.hi[i], lane by lane, in f32.
+  static F DotBf16(F acc, Words a, Words b) {
+    return _mm512_dpbf16_ps(acc, reinterpret_cast<__m512bh>(a), reinterpret_cast<__m512bh>(b));
+  }
+};
+
 }  // namespace
 
 const CpuKernels& Avx512Kernels() {
   static const CpuKernels kernels = cpu_impl::MakeCpuKernels<Avx512>(CpuIsa::kAvx512);
+  return kernels;
+}
+
+const CpuKernels& Avx512Bf16Kernels() {
+  static const CpuKernels kernels = cpu_impl::MakeCpuKernels<Avx512Bf16>(CpuIsa::kAvx512Bf16);
   return kernels;
 }
 

@@ -152,6 +152,7 @@ void CpuMoeExperts(const CpuContext& ctx, const MoeExpertsParams& p) {
                      g.c_rows = positions;
                      g.m = m;
                      g.k = hidden;
+                     g.a_bf16 = ctx.RoundsInputsFor(p.w13.dtype());
                      for (int64_t half = 0; half < 2; ++half) {
                        g.n_begin = half * inter + cols.begin;
                        g.n_end = half * inter + cols.end;
@@ -181,6 +182,7 @@ void CpuMoeExperts(const CpuContext& ctx, const MoeExpertsParams& p) {
                    g.c_rows = positions;
                    g.m = m;
                    g.k = inter;
+                   g.a_bf16 = ctx.RoundsInputsFor(p.w2.dtype());
                    g.n_begin = hid.begin;
                    g.n_end = hid.end;
                    ChunkGemm(ctx, p.decode_tokens, tokens, g, ctx.GemmScratch(t));

@@ -32,6 +32,13 @@ inline double Load(const TensorView& v, int64_t offset) {
   return 0.0;
 }
 
+// Reads an element of a GEMM input: rounded to bf16 (nearest even) when `to_bf16`
+// (Backend::activation_dtype).
+inline double LoadInput(const TensorView& v, int64_t offset, bool to_bf16) {
+  const double x = Load(v, offset);
+  return to_bf16 ? Bf16ToF32(F32ToBf16(static_cast<float>(x))) : x;
+}
+
 // Writes an f32 or bf16 element, rounding to nearest even.
 inline void Store(const TensorView& v, int64_t offset, double x) {
   switch (v.dtype()) {

@@ -11,6 +11,7 @@
 namespace mlaserve {
 
 using ref::Load;
+using ref::LoadInput;
 using ref::LoadI32;
 using ref::Off;
 using ref::Store;
@@ -71,12 +72,13 @@ void RefBackend::RunGemm(const GemmParams& p) {
   const TensorView a = as3d(p.a);
   const TensorView b = as3d(p.b);
   const TensorView out = as3d(p.out);
+  const bool round = RoundsInputsFor(b.dtype());
   for (int64_t bi = 0; bi < batch; ++bi) {
     for (int64_t i = 0; i < m; ++i) {
       for (int64_t j = 0; j < n; ++j) {
         double acc = 0.0;
         for (int64_t l = 0; l < k; ++l) {
-          acc += Load(a, Off(a, bi, i, l)) * Load(b, Off(b, bi, j, l));
+          acc += LoadInput(a, Off(a, bi, i, l), round) * Load(b, Off(b, bi, j, l));
         }
         Store(out, Off(out, bi, i, j), acc);
       }
@@ -178,6 +180,8 @@ void RefBackend::RunApplyRope(const RopeParams& p) {
   }
 }
 
-std::unique_ptr<Backend> MakeRefBackend() { return std::make_unique<RefBackend>(); }
+std::unique_ptr<Backend> MakeRefBackend(DType activation_dtype) {
+  return std::make_unique<RefBackend>(activation_dtype);
+}
 
 }  // namespace mlaserve

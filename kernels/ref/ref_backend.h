@@ -23,8 +23,15 @@ namespace mlaserve {
 
 class RefBackend : public HostBackend {
  public:
+  explicit RefBackend(DType activation_dtype = DType::kF32) : HostBackend(activation_dtype) {}
   std::string_view name() const override { return "ref"; }
   bool batch_invariant() const override { return true; }  // plain loops, row by row
+
+ private:
+  // Whether inputs meeting weights of this dtype are rounded to bf16 (activation_dtype()).
+  bool RoundsInputsFor(DType weights) const {
+    return activation_dtype() == DType::kBF16 && weights == DType::kBF16;
+  }
 
  protected:
   // ref_backend.cc: dense elementwise and linear ops.
@@ -47,7 +54,7 @@ class RefBackend : public HostBackend {
   void RunMoeExperts(const MoeExpertsParams& p) override;
 };
 
-std::unique_ptr<Backend> MakeRefBackend();
+std::unique_ptr<Backend> MakeRefBackend(DType activation_dtype = DType::kF32);
 
 }  // namespace mlaserve
 

@@ -14,6 +14,7 @@ namespace mlaserve {
 namespace {
 
 using ref::Load;
+using ref::LoadInput;
 using ref::LoadI32;
 using ref::Off;
 using ref::Store;
@@ -179,6 +180,7 @@ void RefBackend::RunMoeExperts(const MoeExpertsParams& p) {
 
   // Per-token sums in double, so the result does not depend on the order of the sorted rows.
   std::vector<double> acc(num_tokens * hidden, 0.0);
+  const bool round_x = RoundsInputsFor(p.w13.dtype()), round_act = RoundsInputsFor(p.w2.dtype());
   const TensorView &gate_up = p.workspace_gate_up, &act = p.workspace_act, &down = p.workspace_down;
   for (int64_t r = 0; r < total; ++r) {
     const int32_t pair = LoadI32(p.sorted_ids, Off(p.sorted_ids, r));
@@ -190,7 +192,7 @@ void RefBackend::RunMoeExperts(const MoeExpertsParams& p) {
     for (int64_t i = 0; i < 2 * inter; ++i) {
       double dot = 0.0;
       for (int64_t c = 0; c < hidden; ++c) {
-        dot += Load(p.w13, Off(p.w13, e, i, c)) * Load(p.x, Off(p.x, t, c));
+        dot += Load(p.w13, Off(p.w13, e, i, c)) * LoadInput(p.x, Off(p.x, t, c), round_x);
       }
       Store(gate_up, Off(gate_up, r, i), dot);
     }
@@ -203,7 +205,7 @@ void RefBackend::RunMoeExperts(const MoeExpertsParams& p) {
     for (int64_t c = 0; c < hidden; ++c) {
       double dot = 0.0;
       for (int64_t i = 0; i < inter; ++i) {
-        dot += Load(p.w2, Off(p.w2, e, c, i)) * Load(act, Off(act, r, i));
+        dot += Load(p.w2, Off(p.w2, e, c, i)) * LoadInput(act, Off(act, r, i), round_act);
       }
       Store(down, Off(down, r, c), dot);
       acc[t * hidden + c] += weight * Load(down, Off(down, r, c));

@@ -11,11 +11,13 @@ void CpuVsRefTest::SetUp() {
   ::setenv("MLASERVE_CPU_ISA", GetParam().c_str(), 1);
   cpu_ = std::make_unique<CpuBackend>(kThreads);
   cpu_invariant_ = std::make_unique<CpuBackend>(kThreads, /*batch_invariant=*/true);
+  cpu_bf16_ = std::make_unique<CpuBackend>(kThreads, /*batch_invariant=*/false, DType::kBF16);
   ::unsetenv("MLASERVE_CPU_ISA");
   if (CpuIsaName(cpu_->isa()) != GetParam()) {
     GTEST_SKIP() << "this processor cannot run the " << GetParam() << " kernels";
   }
   ref_ = MakeRefBackend();
+  ref_bf16_ = MakeRefBackend(DType::kBF16);
 }
 
 }  // namespace mlaserve::test

@@ -13,7 +13,7 @@
 
 namespace mlaserve::test {
 
-// Parameter: the ISA name ("avx512", "avx2" or "scalar").
+// Parameter: the ISA name ("avx512_bf16", "avx512", "avx2" or "scalar").
 class CpuVsRefTest : public ::testing::TestWithParam<std::string> {
  protected:
   // Two threads: every op takes its multithreaded path, and odd sizes split unevenly.
@@ -25,18 +25,24 @@ class CpuVsRefTest : public ::testing::TestWithParam<std::string> {
   Backend& cpu() { return *cpu_; }
   // The same ISA and threads with batch_invariant set (--deterministic).
   Backend& cpu_invariant() { return *cpu_invariant_; }
+  // Both backends with bf16 activations (--dtype=bfloat16).
+  Backend& ref_bf16() { return *ref_bf16_; }
+  Backend& cpu_bf16() { return *cpu_bf16_; }
 
  private:
   std::unique_ptr<Backend> ref_;
+  std::unique_ptr<Backend> ref_bf16_;
   std::unique_ptr<CpuBackend> cpu_;
   std::unique_ptr<CpuBackend> cpu_invariant_;
+  std::unique_ptr<CpuBackend> cpu_bf16_;
 };
 
 // Instantiates a CpuVsRefTest-derived suite for every ISA.
-#define MLASERVE_INSTANTIATE_CPU_ISAS(suite)                                          \
-  INSTANTIATE_TEST_SUITE_P(Isa, suite, ::testing::Values("avx512", "avx2", "scalar"), \
-                           [](const ::testing::TestParamInfo<std::string>& info) {    \
-                             return info.param;                                       \
+#define MLASERVE_INSTANTIATE_CPU_ISAS(suite)                                              \
+  INSTANTIATE_TEST_SUITE_P(Isa, suite,                                                    \
+                           ::testing::Values("avx512_bf16", "avx512", "avx2", "scalar"),  \
+                           [](const ::testing::TestParamInfo<std::string>& info) {        \
+                             return info.param;                                           \
                            })
 
 }  // namespace mlaserve::test

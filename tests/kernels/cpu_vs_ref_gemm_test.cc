@@ -1,6 +1,7 @@
 // CpuBackend Gemm against the oracle: every row count of the dispatch (dot-product path up to 16
 // rows, packed micro-kernels beyond, several row blocks past 512), odd and even n and k around
 // the panel and depth blocking, bf16 and f32 weights, strided and batched views.
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <random>
@@ -42,6 +43,46 @@ TEST_P(CpuGemmTest, MatchesRefOverShapeGrid) {
                     std::string(DTypeName(w)) + " m=" + std::to_string(m) +
                         " n=" + std::to_string(s.n) + " k=" + std::to_string(s.k),
                     out_ref.shape());
+      }
+    }
+  }
+}
+
+// Largest |x[i] - y[i]|.
+double MaxDiff(const std::vector<float>& x, const std::vector<float>& y) {
+  double d = 0;
+  for (size_t i = 0; i < x.size(); ++i) d = std::max(d, std::abs(double{x[i]} - y[i]));
+  return d;
+}
+
+// bf16 activations (--dtype=bfloat16): both backends round a to bf16 before it meets bf16
+// weights, so the products are the same exact values and only the summation order differs:
+// the f32 tolerance holds on the dot-product (m <= 16), packed and (avx512_bf16) BF16
+// dot-product paths. f32 weights are not rounded against. The rounded result is far from the
+// f32 one, so the comparison tells a rounding kernel from one that does not round.
+TEST_P(CpuGemmTest, Bf16ActivationsMatchRef) {
+  std::mt19937 rng(15);
+  for (DType w : {DType::kBF16, DType::kF32}) {
+    for (int64_t m : {1, 3, 16, 17, 64, 300}) {
+      for (auto [n, k] : {std::pair<int64_t, int64_t>{33, 47}, {130, 257}, {64, 1100}}) {
+        if (m >= 300 && n * k > 130 * 257) continue;  // keeps the oracle fast
+        TestTensor a = RandomTensor(ref(), rng, DType::kF32, {m, k});
+        TestTensor b = RandomTensor(ref(), rng, w, {n, k});
+        TestTensor out_ref(ref(), DType::kF32, {m, n}), out_f32(ref(), DType::kF32, {m, n});
+        ref_bf16().Gemm({.a = a.view(), .b = b.view(), .out = out_ref.view()});
+        ref().Gemm({.a = a.view(), .b = b.view(), .out = out_f32.view()});
+        TestTensor a_cpu = a.CloneTo(cpu_bf16()), b_cpu = b.CloneTo(cpu_bf16());
+        TestTensor out_cpu(cpu_bf16(), DType::kF32, {m, n});
+        cpu_bf16().Gemm({.a = a_cpu.view(), .b = b_cpu.view(), .out = out_cpu.view()});
+        const std::string what = std::string(DTypeName(w)) + " m=" + std::to_string(m) +
+                                 " n=" + std::to_string(n) + " k=" + std::to_string(k);
+        ExpectClose(out_cpu.Read(), out_ref.Read(), Atol(k), 1e-5, what, out_ref.shape());
+        const double rounding = MaxDiff(out_ref.Read(), out_f32.Read());
+        if (w == DType::kBF16) {
+          EXPECT_GT(rounding, 20 * Atol(k)) << what;
+        } else {
+          EXPECT_EQ(rounding, 0.0) << what;
+        }
       }
     }
   }
