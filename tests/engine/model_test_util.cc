@@ -46,6 +46,13 @@ absl::StatusOr<Golden> ReadGolden(const std::string& model_dir) {
     }
     g.steps.push_back(std::move(s));
   }
+  std::ifstream dev(model_dir + "/bf16_deviation.json");
+  if (!dev) return absl::NotFoundError(model_dir + "/bf16_deviation.json");
+  std::stringstream dev_text;
+  dev_text << dev.rdbuf();
+  const nlohmann::json d = nlohmann::json::parse(dev_text.str(), nullptr, false);
+  if (d.is_discarded()) return absl::InvalidArgumentError("bf16_deviation.json is not JSON");
+  g.bf16_deviation = d.at("max_top5_logprob_deviation").get<double>();
   return g;
 }
 

@@ -21,12 +21,16 @@ struct GoldenStep {
 struct Golden {
   std::vector<int32_t> prompt_ids;
   std::vector<GoldenStep> steps;
+  // From bf16_deviation.json (tools/reference/bf16_deviation.py): the largest change of a
+  // golden top-5 logprob when the reference rounds its linear inputs to bf16.
+  double bf16_deviation = 0;
 };
 
 // $MLASERVE_TEST_DATA/models/<variant>
 std::string ModelDir(const std::string& variant);
 // Variants present under $MLASERVE_TEST_DATA/models, sorted.
 std::vector<std::string> ModelVariants();
+// golden.json and bf16_deviation.json of a model directory.
 absl::StatusOr<Golden> ReadGolden(const std::string& model_dir);
 
 // log_softmax of one logits row, in double.

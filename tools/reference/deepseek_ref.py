@@ -243,7 +243,17 @@ def rms_norm(x, w, eps):
     return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * w
 
 
+# W key naming the weights whose inputs are rounded to bf16 (Model(bf16_inputs=True)).
+ROUND_INPUTS = "__round_inputs__"
+
+
+def round_bf16(x):
+    return x.to(torch.bfloat16).to(torch.float32)
+
+
 def linear(W, name, x):
+    if name + ".weight" in W.get(ROUND_INPUTS, ()):
+        x = round_bf16(x)
     y = x @ W[name + ".weight"].T
     b = W.get(name + ".bias")
     return y if b is None else y + b
@@ -352,10 +362,26 @@ def moe(W, cfg, p, h, margins=None):
     return y
 
 
+def bf16_stored_names(model_dir):
+    """Names of the weights mlaserve keeps in bf16: BF16 in the checkpoint, or F8_E4M3 (which
+    it dequantizes to bf16 at load)."""
+    raw = safetensors_io.read_model_dir(model_dir)
+    names = {n for n, t in raw.items() if t.dtype in ("BF16", "F8_E4M3")}
+    if "model.embed_tokens.weight" in names and "lm_head.weight" not in raw:
+        names.add("lm_head.weight")  # tied
+    return frozenset(names)
+
+
 class Model:
-    def __init__(self, model_dir):
+    """bf16_inputs: the input of every linear layer whose weight mlaserve keeps in bf16 is
+    rounded to bf16 first (its --dtype=bfloat16); the router, norms, attention and the residual
+    stream stay fp32."""
+
+    def __init__(self, model_dir, bf16_inputs=False):
         self.cfg = load_config(model_dir)
         self.W = load_weights(model_dir, self.cfg)
+        if bf16_inputs:
+            self.W[ROUND_INPUTS] = bf16_stored_names(model_dir)
 
     @torch.no_grad()
     def forward(self, ids, margins=None):
@@ -374,7 +400,7 @@ class Model:
             else:
                 x = x + mlp(W, p + "mlp", h)
         x = rms_norm(x, W["model.norm.weight"], cfg.rms_norm_eps)
-        return x @ W["lm_head.weight"].T
+        return linear(W, "lm_head", x)
 
     def greedy(self, prompt, n):
         """Greedy decode by recomputing the whole sequence each step.
