@@ -31,6 +31,7 @@ class HealthService::Watcher final : public grpc::ServerWriteReactor<HealthCheck
     PumpLocked();
   }
 
+  // Ends the call once the latest status has been written.
   void End() {
     absl::MutexLock lock(&mu_);
     ending_ = true;
@@ -40,13 +41,21 @@ class HealthService::Watcher final : public grpc::ServerWriteReactor<HealthCheck
   void OnWriteDone(bool ok) override {
     absl::MutexLock lock(&mu_);
     write_in_flight_ = false;
-    if (!ok) ending_ = true;
+    if (!ok) client_gone_ = true;
     PumpLocked();
   }
 
-  void OnCancel() override { End(); }
+  void OnCancel() override {
+    absl::MutexLock lock(&mu_);
+    client_gone_ = true;
+    PumpLocked();
+  }
 
   void OnDone() override {
+    // gRPC runs OnDone after Watch has returned and after every other reaction, but orders
+    // them inside its own library, which ThreadSanitizer cannot see. Watch and every reaction
+    // hold mu_, so taking it here makes that order visible (docs/reliability.md).
+    { absl::MutexLock lock(&mu_); }
     service_->Remove(this);
     delete this;
   }
@@ -54,26 +63,30 @@ class HealthService::Watcher final : public grpc::ServerWriteReactor<HealthCheck
  private:
   void PumpLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     if (finished_ || write_in_flight_) return;
-    if (ending_) {
-      finished_ = true;
-      Finish(grpc::Status(grpc::StatusCode::UNAVAILABLE, "the server is shutting down"));
+    // A status not yet written goes out before the end (a drain sets NOT_SERVING, then
+    // ends the call, possibly while the previous status is still in flight).
+    if (latest_.has_value() && sent_ != latest_ && !client_gone_) {
+      sent_ = latest_;
+      response_.set_status(*latest_);
+      write_in_flight_ = true;
+      StartWrite(&response_);
       return;
     }
-    if (sent_ == latest_) return;
-    sent_ = latest_;
-    response_.set_status(latest_);
-    write_in_flight_ = true;
-    StartWrite(&response_);
+    if (ending_ || client_gone_) {
+      finished_ = true;
+      Finish(grpc::Status(grpc::StatusCode::UNAVAILABLE, "the server is shutting down"));
+    }
   }
 
   HealthService* const service_;
   const bool known_;
   absl::Mutex mu_;
   HealthCheckResponse response_ ABSL_GUARDED_BY(mu_);
-  HealthCheckResponse::ServingStatus latest_ ABSL_GUARDED_BY(mu_) = HealthCheckResponse::UNKNOWN;
+  std::optional<HealthCheckResponse::ServingStatus> latest_ ABSL_GUARDED_BY(mu_);
   std::optional<HealthCheckResponse::ServingStatus> sent_ ABSL_GUARDED_BY(mu_);
   bool write_in_flight_ ABSL_GUARDED_BY(mu_) = false;
-  bool ending_ ABSL_GUARDED_BY(mu_) = false;
+  bool ending_ ABSL_GUARDED_BY(mu_) = false;       // End was called
+  bool client_gone_ ABSL_GUARDED_BY(mu_) = false;  // cancelled or a write failed
   bool finished_ ABSL_GUARDED_BY(mu_) = false;
 };
 
