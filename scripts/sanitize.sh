@@ -3,8 +3,9 @@
 #   address  build-asan/, -DMLASERVE_SANITIZE=address,undefined (ASan, LeakSanitizer, UBSan):
 #            the engine and server tests
 #   thread   build-tsan/, -DMLASERVE_SANITIZE=thread (TSan; tests/tsan_absl_sync.cc makes abseil
-#            synchronization visible to it, tests/tsan.supp holds suppressions): the engine
-#            tests and the kernels' thread pool test
+#            synchronization visible to it, tests/tsan.supp holds suppressions for Debian's
+#            uninstrumented gRPC and abseil): the engine and server tests and the kernels'
+#            thread pool test
 # Every report stops the process that made it, so the test fails.
 #
 #   scripts/sanitize.sh [address] [thread]     (both when none is named)
@@ -23,11 +24,11 @@ for kind in "${kinds[@]}"; do
   case "$kind" in
     address) build_dir=build-asan; sanitizers=address,undefined
       tests=("${engine_tests[@]}" "${server_tests[@]}") ;;
-    # Not the server tests: gRPC hands its callback objects between its own threads through
-    # Debian's uninstrumented libgrpc, which TSan reports as races inside gRPC's headers.
+    # The server tests rely on tests/tsan.supp: gRPC hands its callback objects between its
+    # own threads through Debian's uninstrumented libgrpc, which TSan cannot see.
     # cpu_thread_pool_test adds the kernels' thread pool.
     thread) build_dir=build-tsan; sanitizers=thread
-      tests=("${engine_tests[@]}" cpu_thread_pool_test) ;;
+      tests=("${engine_tests[@]}" "${server_tests[@]}" cpu_thread_pool_test) ;;
     *) echo "sanitize: unknown kind $kind (address or thread)" >&2; exit 2 ;;
   esac
   cmake -S . -B "$build_dir" -G Ninja -DMLASERVE_SANITIZE="$sanitizers" \

@@ -223,6 +223,12 @@ TEST_F(InferenceServiceTest, FullAdmissionQueueIsResourceExhausted) {
       server_->inference->Generate(&running_context, GreedyRequest({1}, kLongRequestTokens));
   v1::GenerateResponse response;
   ASSERT_TRUE(running->Read(&response));
+  // The engine publishes its counts after the step that streamed the first chunk; until then
+  // the running request still counts as waiting and would fill the queue.
+  ASSERT_TRUE(WaitFor([&] {
+    const v1::GetServerInfoResponse info = ServerInfo();
+    return info.num_running() == 1 && info.num_waiting() == 0;
+  }));
   auto waiting =
       server_->inference->Generate(&waiting_context, GreedyRequest({2}, kLongRequestTokens));
   ASSERT_TRUE(WaitFor([&] { return ServerInfo().num_waiting() == 1; }));
