@@ -5,12 +5,14 @@
 // docs/performance.md.
 //
 //   mlaserve-kernel-bench [--benchmark_filter=...] [--benchmark_repetitions=N]
-// Environment: MLASERVE_BENCH_THREADS (default 0 = all cores), MLASERVE_CPU_ISA.
+// Environment: MLASERVE_BENCH_THREADS (default 0 = all cores), MLASERVE_CPU_ISA,
+// MLASERVE_BENCH_DTYPE (activation dtype, as --dtype: float32 by default, or bfloat16).
 #include <algorithm>
 #include <cstdint>
 #include <cstdlib>
 #include <memory>
 #include <random>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -33,7 +35,10 @@ constexpr int kAlignBlock = 16;
 Backend& Cpu() {
   static const std::unique_ptr<Backend> backend = [] {
     const char* env = std::getenv("MLASERVE_BENCH_THREADS");
-    return MakeCpuBackend(env != nullptr ? std::atoi(env) : 0);
+    const char* dtype = std::getenv("MLASERVE_BENCH_DTYPE");
+    const bool bf16 = dtype != nullptr && std::string_view(dtype) == "bfloat16";
+    return MakeCpuBackend(env != nullptr ? std::atoi(env) : 0, /*batch_invariant=*/false,
+                          bf16 ? DType::kBF16 : DType::kF32);
   }();
   return *backend;
 }
