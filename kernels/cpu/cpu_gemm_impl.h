@@ -180,15 +180,20 @@ struct GemmImpl {
   }
 
   template <int MR>
-  static void Micro(int64_t kc, const float* ap, const float* bp, float* const* c, int64_t nr,
-                    bool acc) {
-    PrefetchTile<MR>(c);
-    F r[MR][kNv];
+  [[gnu::always_inline]] static inline void ZeroTile(F (&r)[MR][kNv]) {
 #pragma GCC unroll 16
     for (int i = 0; i < MR; ++i) {
 #pragma GCC unroll 4
       for (int v = 0; v < kNv; ++v) r[i][v] = V::Zero();
     }
+  }
+
+  template <int MR>
+  static void Micro(int64_t kc, const float* ap, const float* bp, float* const* c, int64_t nr,
+                    bool acc) {
+    PrefetchTile<MR>(c);
+    F r[MR][kNv];
+    ZeroTile<MR>(r);
     for (int64_t l = 0; l < kc; ++l) {
       F b[kNv];
 #pragma GCC unroll 4
@@ -208,11 +213,7 @@ struct GemmImpl {
                     int64_t nr, bool acc) {
     PrefetchTile<MR>(c);
     F r[MR][kNv];
-#pragma GCC unroll 16
-    for (int i = 0; i < MR; ++i) {
-#pragma GCC unroll 4
-      for (int v = 0; v < kNv; ++v) r[i][v] = V::Zero();
-    }
+    ZeroTile<MR>(r);
     const int64_t pairs = (kc + 1) / 2;
     for (int64_t p = 0; p < pairs; ++p) {
       F even[kNv], odd[kNv];
@@ -235,11 +236,7 @@ struct GemmImpl {
                        int64_t nr, bool acc) {
     PrefetchTile<MR>(c);
     F r[MR][kNv];
-#pragma GCC unroll 16
-    for (int i = 0; i < MR; ++i) {
-#pragma GCC unroll 4
-      for (int v = 0; v < kNv; ++v) r[i][v] = V::Zero();
-    }
+    ZeroTile<MR>(r);
     const int64_t pairs = (kc + 1) / 2;
     for (int64_t p = 0; p < pairs; ++p) {
       typename V::Words b[kNv];
