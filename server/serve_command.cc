@@ -18,6 +18,7 @@
 #include "engine/model_runner.h"
 #include "engine/status_macros.h"
 #include "engine/tokenizer.h"
+#include "kernels/dtype.h"
 #include "server/engine_flags.h"
 #include "server/inference_server.h"
 #include "server/log.h"
@@ -106,8 +107,10 @@ absl::StatusOr<std::unique_ptr<ServingEngine>> LoadEngine(Metrics* metrics) {
   if (metrics != nullptr) {
     options.on_step = [metrics](const StepObservation& step) { metrics->OnStep(step); };
   }
-  ServingDescription description{.backend_name = std::string(backend->name()),
-                                 .graph_batch_sizes = runner->graph_buckets()};
+  ServingDescription description{
+      .backend_name = std::string(backend->name()),
+      .activation_dtype = std::string(DTypeName(backend->activation_dtype())),
+      .graph_batch_sizes = runner->graph_buckets()};
   ASSIGN_OR_RETURN(
       std::unique_ptr<Engine> engine,
       Engine::Create(std::move(runner), std::move(backend), tokenizer, std::move(options)));
@@ -153,6 +156,7 @@ absl::Status Run() {
   const EngineStats stats = engine->stats();
   LogEvent("ready", {{"model", engine->description().model_name},
                      {"backend", engine->description().backend_name},
+                     {"activation_dtype", engine->description().activation_dtype},
                      {"load_seconds", absl::ToDoubleSeconds(absl::Now() - load_start)},
                      {"max_context_tokens", int64_t{engine->info().max_context_tokens}},
                      {"kv_blocks", int64_t{stats.kv_blocks_total}},

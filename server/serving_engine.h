@@ -24,6 +24,7 @@ namespace mlaserve {
 // What GetServerInfo and GetModelInfo report beyond the engine's own stats and info.
 struct ServingDescription {
   std::string backend_name;                // "cpu" or "cuda"
+  std::string activation_dtype = "float32";  // Backend::activation_dtype, as --dtype names it
   std::string model_name;                  // as clients see it
   std::vector<int32_t> graph_batch_sizes;  // decode buckets captured as graphs
 };

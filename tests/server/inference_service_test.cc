@@ -57,6 +57,7 @@ TEST_F(InferenceServiceTest, ModelAndServerInfoDescribeTheModel) {
   EXPECT_GT(model.num_layers(), 0u);
   const v1::GetServerInfoResponse info = ServerInfo();
   EXPECT_EQ(info.backend(), "cpu");
+  EXPECT_EQ(info.activation_dtype(), "float32");
   EXPECT_THAT(info.graph_batch_sizes(), ElementsAre(1, 2, 4, 8));
   EXPECT_FALSE(info.version().empty());
   EXPECT_EQ(info.kv_blocks_total(), 4u * 256u);
