@@ -6,6 +6,7 @@
 # on the first target that finds a crash, leak, hang or sanitizer report.
 #
 #   scripts/fuzz.sh [SECONDS] [TARGET...]     e.g. scripts/fuzz.sh 600 tokenizer_fuzz
+# MLASERVE_FUZZ_SEED fixes libFuzzer's random seed (the short run of scripts/test.sh uses 1).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds=${1:-20}
@@ -25,10 +26,11 @@ mkdir -p "$build_dir/artifacts"
 for target in "${targets[@]}"; do
   name=${target%_fuzz}
   mkdir -p "$build_dir/corpus/$name"
-  dict=()
-  if [ -f "tests/fuzz/$name.dict" ]; then dict=(-dict="tests/fuzz/$name.dict"); fi
+  options=()
+  if [ -f "tests/fuzz/$name.dict" ]; then options+=(-dict="tests/fuzz/$name.dict"); fi
+  if [ -n "${MLASERVE_FUZZ_SEED:-}" ]; then options+=(-seed="$MLASERVE_FUZZ_SEED"); fi
   echo "fuzz: $target for ${seconds}s" >&2
-  "$build_dir/bin/$target" "$build_dir/corpus/$name" "tests/fuzz/corpus/$name" "${dict[@]}" \
+  "$build_dir/bin/$target" "$build_dir/corpus/$name" "tests/fuzz/corpus/$name" "${options[@]}" \
     -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
     -artifact_prefix="$build_dir/artifacts/$target-" 2>"$build_dir/$target.log" || {
     tail -n 60 "$build_dir/$target.log" >&2
