@@ -137,14 +137,16 @@ TEST(LimitsTest, AStreamWhoseClientStopsReadingIsCancelledAndItsRequestAborted) 
 TEST(LimitsTest, AReaderThatKeepsUpIsNeverCancelled) {
   auto engine = std::make_shared<FakeEngine>();
   InferenceServerOptions options;
-  options.stream_write_timeout = absl::Milliseconds(100);
+  // The stream lasts longer than the timeout (20 x 75 ms), but each message is taken at once:
+  // the timeout is per message, not per call. It is long enough that a loaded host (a
+  // sanitizer build, a busy CI machine) does not make one read late by that much.
+  options.stream_write_timeout = absl::Seconds(1);
   std::thread producer;
   engine->set_on_submit([&producer](RequestStream& stream) {
-    // Tokens come more slowly than the write timeout, each read at once.
     producer = std::thread([&stream] {
       for (int i = 0; i < 20; ++i) {
         stream.Push({7}, "", {});
-        absl::SleepFor(absl::Milliseconds(25));
+        absl::SleepFor(absl::Milliseconds(75));
       }
       stream.Finish({}, "", {}, MakeCompletion(FinishReason::kLength, 20));
     });
