@@ -103,7 +103,15 @@ absl::StatusOr<DeviceBuffer> HostBackend::Allocate(size_t bytes) {
   if (p == nullptr) {
     return absl::ResourceExhaustedError(absl::StrCat("host allocation of ", bytes, " bytes failed"));
   }
-  if (align == kHugePage) madvise(p, rounded, MADV_HUGEPAGE);
+  if (align == kHugePage) {
+    // Huge pages: a prefill walks gigabytes of weights with rows 4 KiB apart, which 4 KiB pages
+    // turn into a TLB miss per row. Populated now: the first long prompt would otherwise pay
+    // the page faults of every fresh workspace (costly under a hypervisor), and memory counted
+    // at start-up is then really there. Both are requests; a kernel that refuses either (THP
+    // off, or no MADV_POPULATE_WRITE before Linux 5.14) leaves the buffer as it was.
+    madvise(p, rounded, MADV_HUGEPAGE);
+    madvise(p, rounded, MADV_POPULATE_WRITE);
+  }
   MaybePoison(p, rounded);
   return DeviceBuffer(p, bytes, &FreeAligned);
 }
