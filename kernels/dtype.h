@@ -63,6 +63,16 @@ inline uint16_t F32ToBf16(float f) {
   return static_cast<uint16_t>(u >> 16);
 }
 
+// x rounded to the nearest bf16 value (ties to even), as an f32.
+inline float RoundToBf16(float x) { return Bf16ToF32(F32ToBf16(x)); }
+
+// Whether a GEMM input that meets weights of dtype `weights` is rounded to bf16 on a backend
+// whose activation dtype is `activation` (Backend::activation_dtype): the one rule every
+// backend applies.
+inline bool RoundsGemmInput(DType activation, DType weights) {
+  return activation == DType::kBF16 && weights == DType::kBF16;
+}
+
 // IEEE binary16 -> f32 (exact).
 inline float F16ToF32(uint16_t h) {
   const uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;

@@ -34,8 +34,7 @@ CpuBackend::CpuBackend(int num_threads, bool batch_invariant, DType activation_d
     : HostBackend(activation_dtype),
       pool_(std::make_unique<CpuThreadPool>(ResolveThreads(num_threads))),
       arena_(AllocateArena(pool_->size())),
-      ctx_(GetCpuKernels(SelectCpuIsa()), *pool_, arena_, batch_invariant,
-           activation_dtype == DType::kBF16) {}
+      ctx_(GetCpuKernels(SelectCpuIsa()), *pool_, arena_, batch_invariant, activation_dtype) {}
 
 CpuBackend::~CpuBackend() { std::free(arena_); }
 

@@ -42,21 +42,20 @@ class CpuContext {
       (kGemmScratchFloats + kOpScratchFloats) * 4 + kIndexScratch * 4;
 
   // `arena`: pool.size() * kThreadScratchBytes bytes, 64-byte aligned. Both are owned by the
-  // caller and outlive the context. `batch_invariant`: see CpuBackend; `bf16_activations`:
-  // activation_dtype() is kBF16.
+  // caller and outlive the context. `batch_invariant` and `activation_dtype`: see CpuBackend.
   CpuContext(const CpuKernels& kernels, CpuThreadPool& pool, char* arena, bool batch_invariant,
-             bool bf16_activations)
+             DType activation_dtype)
       : kernels_(&kernels),
         pool_(&pool),
         arena_(arena),
         batch_invariant_(batch_invariant),
-        bf16_activations_(bf16_activations) {}
+        activation_dtype_(activation_dtype) {}
 
   const CpuKernels& k() const { return *kernels_; }
   bool batch_invariant() const { return batch_invariant_; }
   // Whether GEMM inputs against bf16 weights are rounded to bf16 (GemmArgs::a_bf16).
   bool RoundsInputsFor(DType weights) const {
-    return bf16_activations_ && weights == DType::kBF16;
+    return RoundsGemmInput(activation_dtype_, weights);
   }
   int num_threads() const { return pool_->size(); }
 
@@ -93,7 +92,7 @@ class CpuContext {
   CpuThreadPool* pool_;
   char* arena_;
   bool batch_invariant_;
-  bool bf16_activations_;
+  DType activation_dtype_;
 };
 
 void CpuEmbedding(const CpuContext& ctx, const EmbeddingParams& p);

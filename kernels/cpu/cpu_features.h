@@ -1,7 +1,7 @@
 // Instruction-set selection for the CPU backend. The kernels exist in four builds (AVX-512 with
-// the BF16 dot-product instructions, AVX-512, AVX2+FMA and portable scalar code); the best one the processor supports is chosen at run
-// time, optionally capped by the environment so that tests can exercise every build on one
-// machine.
+// the BF16 dot-product instructions, AVX-512, AVX2+FMA and portable scalar code); the best one
+// the processor supports is chosen at run time, optionally capped by the environment so that
+// tests can exercise every build on one machine.
 #ifndef MLASERVE_KERNELS_CPU_CPU_FEATURES_H_
 #define MLASERVE_KERNELS_CPU_CPU_FEATURES_H_
 
@@ -18,7 +18,8 @@ std::string_view CpuIsaName(CpuIsa isa);  // "scalar", "avx2", "avx512" or "avx5
 // AVX512_BF16, kAvx2 needs AVX2, FMA and F16C.
 CpuIsa DetectCpuIsa();
 
-// DetectCpuIsa(), capped by the environment variable MLASERVE_CPU_ISA (avx512_bf16 | avx512 | avx2 | scalar)
+// DetectCpuIsa(), capped by the environment variable MLASERVE_CPU_ISA
+// (avx512_bf16 | avx512 | avx2 | scalar)
 // when it is set. A request above what the processor supports yields the detected ISA; an
 // unknown value is ignored. Read on each call (backends call it once, at construction).
 CpuIsa SelectCpuIsa();

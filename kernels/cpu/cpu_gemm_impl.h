@@ -64,7 +64,7 @@ struct GemmImpl {
       const float* src = Gemv::ARow(g, i0 + i) + pc;
       float* dst = ap + i * kAStride;
       if (g.a_bf16) {
-        for (int64_t l = 0; l < kc; ++l) dst[l] = Gemv::RoundToBf16(src[l]);
+        for (int64_t l = 0; l < kc; ++l) dst[l] = RoundToBf16(src[l]);
       } else {
         for (int64_t l = 0; l < kc; ++l) dst[l] = src[l];
       }
@@ -208,45 +208,41 @@ struct GemmImpl {
     StoreTile<MR>(r, c, nr, acc);
   }
 
-  template <int MR>
-  static void Micro(int64_t kc, const float* ap, const uint32_t* bp, float* const* c,
-                    int64_t nr, bool acc) {
+  // A bf16-pair B panel. PA = float: each word is widened into its even-k and odd-k f32
+  // vectors, two FMAs per row of A. PA = uint32_t (bf16 pairs of A, builds with DotBf16): one
+  // DotBf16 per row of A.
+  template <int MR, class PA>
+  static void MicroPairs(int64_t kc, const PA* ap, const uint32_t* bp, float* const* c,
+                         int64_t nr, bool acc) {
     PrefetchTile<MR>(c);
     F r[MR][kNv];
     ZeroTile<MR>(r);
     const int64_t pairs = (kc + 1) / 2;
     for (int64_t p = 0; p < pairs; ++p) {
-      F even[kNv], odd[kNv];
+      const uint32_t* words = bp + p * kNr;
+      if constexpr (std::is_same_v<PA, uint32_t>) {
+        typename V::Words b[kNv];
 #pragma GCC unroll 4
-      for (int v = 0; v < kNv; ++v) V::LoadBf16Pairs(bp + p * kNr + v * kW, even[v], odd[v]);
+        for (int v = 0; v < kNv; ++v) b[v] = V::LoadWords(words + v * kW);
 #pragma GCC unroll 16
-      for (int i = 0; i < MR; ++i) {
-        const F a0 = V::Set1(ap[i * kAStride + 2 * p]);
-        const F a1 = V::Set1(ap[i * kAStride + 2 * p + 1]);
+        for (int i = 0; i < MR; ++i) {
+          const typename V::Words a = V::Set1Word(ap[i * kAStride + p]);
 #pragma GCC unroll 4
-        for (int v = 0; v < kNv; ++v) r[i][v] = V::Fma(a1, odd[v], V::Fma(a0, even[v], r[i][v]));
-      }
-    }
-    StoreTile<MR>(r, c, nr, acc);
-  }
-
-  // bf16 pairs of A against bf16 pairs of B: one DotBf16 per pair of k and vector of columns.
-  template <int MR>
-  static void MicroDot(int64_t kc, const uint32_t* ap, const uint32_t* bp, float* const* c,
-                       int64_t nr, bool acc) {
-    PrefetchTile<MR>(c);
-    F r[MR][kNv];
-    ZeroTile<MR>(r);
-    const int64_t pairs = (kc + 1) / 2;
-    for (int64_t p = 0; p < pairs; ++p) {
-      typename V::Words b[kNv];
+          for (int v = 0; v < kNv; ++v) r[i][v] = V::DotBf16(r[i][v], a, b[v]);
+        }
+      } else {
+        F even[kNv], odd[kNv];
 #pragma GCC unroll 4
-      for (int v = 0; v < kNv; ++v) b[v] = V::LoadWords(bp + p * kNr + v * kW);
+        for (int v = 0; v < kNv; ++v) V::LoadBf16Pairs(words + v * kW, even[v], odd[v]);
 #pragma GCC unroll 16
-      for (int i = 0; i < MR; ++i) {
-        const typename V::Words a = V::Set1Word(ap[i * kAStride + p]);
+        for (int i = 0; i < MR; ++i) {
+          const F a0 = V::Set1(ap[i * kAStride + 2 * p]);
+          const F a1 = V::Set1(ap[i * kAStride + 2 * p + 1]);
 #pragma GCC unroll 4
-        for (int v = 0; v < kNv; ++v) r[i][v] = V::DotBf16(r[i][v], a, b[v]);
+          for (int v = 0; v < kNv; ++v) {
+            r[i][v] = V::Fma(a1, odd[v], V::Fma(a0, even[v], r[i][v]));
+          }
+        }
       }
     }
     StoreTile<MR>(r, c, nr, acc);
@@ -254,8 +250,8 @@ struct GemmImpl {
 
   template <class PA, class P, size_t... I>
   static MicroFn<PA, P> MicroFor(int64_t mr, std::index_sequence<I...>) {
-    if constexpr (std::is_same_v<PA, uint32_t>) {
-      static constexpr MicroFn<PA, P> kTable[] = {&MicroDot<static_cast<int>(I) + 1>...};
+    if constexpr (std::is_same_v<P, uint32_t>) {
+      static constexpr MicroFn<PA, P> kTable[] = {&MicroPairs<static_cast<int>(I) + 1, PA>...};
       return kTable[mr - 1];
     } else {
       static constexpr MicroFn<PA, P> kTable[] = {&Micro<static_cast<int>(I) + 1>...};
@@ -264,7 +260,7 @@ struct GemmImpl {
   }
 
   // TB: the weight element type; P: its packed panel element (float, or uint32_t bf16 pairs);
-  // PA: the packed A element (float, or uint32_t bf16 pairs for MicroDot).
+  // PA: the packed A element (float, or uint32_t bf16 pairs for DotBf16).
   template <class TB, class P, class PA>
   static void Packed(const GemmArgs& g, float* scratch) {
     static_assert(sizeof(PA) == sizeof(float));

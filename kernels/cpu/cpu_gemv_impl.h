@@ -30,7 +30,6 @@ struct GemvImpl {
   static float* CRow(const GemmArgs& g, int64_t i) {
     return g.c + (g.c_rows != nullptr ? g.c_rows[i] : i) * g.ldc;
   }
-  static float RoundToBf16(float x) { return Bf16ToF32(F32ToBf16(x)); }
 
   // Rows [j, j + R) of C for the M rows of A: every B element is loaded once.
   template <class TB, int M, int R>

@@ -36,7 +36,7 @@ inline double Load(const TensorView& v, int64_t offset) {
 // (Backend::activation_dtype).
 inline double LoadInput(const TensorView& v, int64_t offset, bool to_bf16) {
   const double x = Load(v, offset);
-  return to_bf16 ? Bf16ToF32(F32ToBf16(static_cast<float>(x))) : x;
+  return to_bf16 ? RoundToBf16(static_cast<float>(x)) : x;
 }
 
 // Writes an f32 or bf16 element, rounding to nearest even.

@@ -72,7 +72,7 @@ void RefBackend::RunGemm(const GemmParams& p) {
   const TensorView a = as3d(p.a);
   const TensorView b = as3d(p.b);
   const TensorView out = as3d(p.out);
-  const bool round = RoundsInputsFor(b.dtype());
+  const bool round = RoundsGemmInput(activation_dtype(), b.dtype());
   for (int64_t bi = 0; bi < batch; ++bi) {
     for (int64_t i = 0; i < m; ++i) {
       for (int64_t j = 0; j < n; ++j) {

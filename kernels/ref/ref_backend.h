@@ -27,12 +27,6 @@ class RefBackend : public HostBackend {
   std::string_view name() const override { return "ref"; }
   bool batch_invariant() const override { return true; }  // plain loops, row by row
 
- private:
-  // Whether inputs meeting weights of this dtype are rounded to bf16 (activation_dtype()).
-  bool RoundsInputsFor(DType weights) const {
-    return activation_dtype() == DType::kBF16 && weights == DType::kBF16;
-  }
-
  protected:
   // ref_backend.cc: dense elementwise and linear ops.
   void RunEmbedding(const EmbeddingParams& p) override;

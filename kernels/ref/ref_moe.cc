@@ -180,7 +180,8 @@ void RefBackend::RunMoeExperts(const MoeExpertsParams& p) {
 
   // Per-token sums in double, so the result does not depend on the order of the sorted rows.
   std::vector<double> acc(num_tokens * hidden, 0.0);
-  const bool round_x = RoundsInputsFor(p.w13.dtype()), round_act = RoundsInputsFor(p.w2.dtype());
+  const bool round_x = RoundsGemmInput(activation_dtype(), p.w13.dtype());
+  const bool round_act = RoundsGemmInput(activation_dtype(), p.w2.dtype());
   const TensorView &gate_up = p.workspace_gate_up, &act = p.workspace_act, &down = p.workspace_down;
   for (int64_t r = 0; r < total; ++r) {
     const int32_t pair = LoadI32(p.sorted_ids, Off(p.sorted_ids, r));
