@@ -7,7 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "engine/engine_core.h"
-#include "engine/tokenizer.h"
+#include "engine/tokenizer/tokenizer.h"
 #include "kernels/check.h"
 
 namespace mlaserve {

@@ -16,7 +16,7 @@
 #include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "engine/engine.h"
-#include "engine/incremental_detokenizer.h"
+#include "engine/tokenizer/incremental_detokenizer.h"
 #include "engine/model_runner.h"
 #include "engine/request_stream.h"
 #include "engine/sampler.h"

@@ -15,7 +15,7 @@
 #include "engine/model_runner.h"
 #include "engine/sampler.h"
 #include "engine/status_macros.h"
-#include "engine/tokenizer.h"
+#include "engine/tokenizer/tokenizer.h"
 #include "server/engine_flags.h"
 
 ABSL_FLAG(std::string, prompt, "", "prompt text (tokenized with the model's tokenizer)");

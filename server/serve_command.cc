@@ -17,7 +17,7 @@
 #include "engine/engine.h"
 #include "engine/model_runner.h"
 #include "engine/status_macros.h"
-#include "engine/tokenizer.h"
+#include "engine/tokenizer/tokenizer.h"
 #include "kernels/dtype.h"
 #include "server/engine_flags.h"
 #include "server/inference_server.h"

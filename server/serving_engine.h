@@ -17,7 +17,7 @@
 #include "engine/engine.h"
 #include "engine/request.h"
 #include "engine/request_stream.h"
-#include "engine/tokenizer.h"
+#include "engine/tokenizer/tokenizer.h"
 
 namespace mlaserve {
 

@@ -7,7 +7,7 @@
 #include <istream>
 #include <ostream>
 
-#include "engine/tokenizer.h"
+#include "engine/tokenizer/tokenizer.h"
 
 namespace mlaserve {
 

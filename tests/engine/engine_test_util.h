@@ -12,7 +12,7 @@
 #include "absl/status/statusor.h"
 #include "engine/engine.h"
 #include "engine/request_stream.h"
-#include "engine/tokenizer.h"
+#include "engine/tokenizer/tokenizer.h"
 #include "kernels/backend.h"
 
 namespace mlaserve::testing {

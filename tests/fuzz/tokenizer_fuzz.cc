@@ -1,4 +1,4 @@
-// Fuzzes Tokenizer::Encode, Decode and DecodeStream (engine/tokenizer.h) over the embedded
+// Fuzzes Tokenizer::Encode, Decode and DecodeStream (engine/tokenizer/tokenizer.h) over the embedded
 // default model's tokenizer (byte-level BPE, no normalizer) with arbitrary bytes, invalid
 // UTF-8 included. Checked: ids lie in the vocabulary; decoding the encoding gives the input
 // back (after U+FFFD replacement of invalid UTF-8); decoding arbitrary ids gives valid UTF-8,
@@ -12,8 +12,8 @@
 #include <string_view>
 #include <vector>
 
-#include "engine/tokenizer.h"
-#include "engine/tokenizer_unicode.h"
+#include "engine/tokenizer/tokenizer.h"
+#include "engine/tokenizer/unicode.h"
 #include "tests/fuzz/fuzz_check.h"
 
 namespace {

@@ -1,11 +1,11 @@
-// Fuzzes Tokenizer::Parse (engine/tokenizer.h) with arbitrary tokenizer.json text. Every input
+// Fuzzes Tokenizer::Parse (engine/tokenizer/tokenizer.h) with arbitrary tokenizer.json text. Every input
 // must come back as a Tokenizer or an error Status; an accepted tokenizer must then encode and
 // decode a fixed text without failing.
 #include <cstddef>
 #include <cstdint>
 #include <string_view>
 
-#include "engine/tokenizer.h"
+#include "engine/tokenizer/tokenizer.h"
 #include "tests/fuzz/fuzz_check.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

@@ -15,7 +15,7 @@
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
-#include "engine/tokenizer.h"
+#include "engine/tokenizer/tokenizer.h"
 #include "nlohmann/json.hpp"
 
 ABSL_FLAG(std::string, tokenizer, "", "tokenizer.json or a directory holding one");

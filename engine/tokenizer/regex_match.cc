@@ -2,7 +2,7 @@
 
 #include <utility>
 
-#include "engine/tokenizer_regex.h"
+#include "engine/tokenizer/regex.h"
 
 namespace mlaserve::tokenizer_internal {
 

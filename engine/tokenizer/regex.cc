@@ -1,11 +1,11 @@
 // Regex compilation to a backtracking program (see tokenizer_regex.h).
 
-#include "engine/tokenizer_regex.h"
+#include "engine/tokenizer/regex.h"
 
 #include <utility>
 
 #include "absl/status/status.h"
-#include "engine/tokenizer_regex_ast.h"
+#include "engine/tokenizer/regex_ast.h"
 
 namespace mlaserve::tokenizer_internal {
 namespace {

@@ -14,15 +14,15 @@
 //
 // Thread-compatible: one instance per sequence. The Tokenizer must outlive it.
 
-#ifndef MLASERVE_ENGINE_INCREMENTAL_DETOKENIZER_H_
-#define MLASERVE_ENGINE_INCREMENTAL_DETOKENIZER_H_
+#ifndef MLASERVE_ENGINE_TOKENIZER_INCREMENTAL_DETOKENIZER_H_
+#define MLASERVE_ENGINE_TOKENIZER_INCREMENTAL_DETOKENIZER_H_
 
 #include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
 
-#include "engine/tokenizer.h"
+#include "engine/tokenizer/tokenizer.h"
 
 namespace mlaserve {
 
@@ -62,4 +62,4 @@ class IncrementalDetokenizer {
 
 }  // namespace mlaserve
 
-#endif  // MLASERVE_ENGINE_INCREMENTAL_DETOKENIZER_H_
+#endif  // MLASERVE_ENGINE_TOKENIZER_INCREMENTAL_DETOKENIZER_H_

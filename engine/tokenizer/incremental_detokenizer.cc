@@ -1,4 +1,4 @@
-#include "engine/incremental_detokenizer.h"
+#include "engine/tokenizer/incremental_detokenizer.h"
 
 #include <algorithm>
 #include <string_view>

@@ -2,8 +2,8 @@
 // leftmost-longest matches scanned left to right, then the single_word, lstrip and rstrip
 // adjustments applied to each match in turn.
 
-#include "engine/tokenizer_components.h"
-#include "engine/tokenizer_unicode.h"
+#include "engine/tokenizer/components.h"
+#include "engine/tokenizer/unicode.h"
 
 namespace mlaserve::tokenizer_internal {
 namespace {

@@ -1,4 +1,4 @@
-// The stages of a Hugging Face tokenizer.json pipeline, as used by engine/tokenizer.cc:
+// The stages of a Hugging Face tokenizer.json pipeline, as used by engine/tokenizer/tokenizer.cc:
 // added-token matching, normalizers, pre-tokenizers, the BPE model, post-processors and the
 // streaming decoder. Each Parse* function validates its JSON section and returns an error that
 // names the component and field it cannot handle. Built components are immutable and their

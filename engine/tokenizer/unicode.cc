@@ -1,4 +1,4 @@
-#include "engine/tokenizer_unicode.h"
+#include "engine/tokenizer/unicode.h"
 
 #include <algorithm>
 #include <array>

@@ -1,4 +1,4 @@
-#include "engine/tokenizer_regex.h"
+#include "engine/tokenizer/regex.h"
 
 #include <string>
 #include <vector>

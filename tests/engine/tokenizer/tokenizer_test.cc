@@ -2,7 +2,7 @@
 // one per family of components. Expected values come from the Hugging Face tokenizers library
 // run on the same files (tools/tokenizer/reference.js does the same for the large files).
 
-#include "engine/tokenizer.h"
+#include "engine/tokenizer/tokenizer.h"
 
 #include <unistd.h>
 
@@ -13,7 +13,7 @@
 #include <thread>
 #include <vector>
 
-#include "engine/tokenizer_unicode.h"
+#include "engine/tokenizer/unicode.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"

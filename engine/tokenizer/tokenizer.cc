@@ -1,4 +1,4 @@
-#include "engine/tokenizer.h"
+#include "engine/tokenizer/tokenizer.h"
 
 #include <algorithm>
 #include <filesystem>
@@ -8,8 +8,8 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
-#include "engine/tokenizer_components.h"
-#include "engine/tokenizer_unicode.h"
+#include "engine/tokenizer/components.h"
+#include "engine/tokenizer/unicode.h"
 
 namespace mlaserve {
 namespace {

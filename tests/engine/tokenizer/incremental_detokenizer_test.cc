@@ -1,11 +1,11 @@
-#include "engine/incremental_detokenizer.h"
+#include "engine/tokenizer/incremental_detokenizer.h"
 
 #include <filesystem>
 #include <random>
 #include <string>
 #include <vector>
 
-#include "engine/tokenizer_unicode.h"
+#include "engine/tokenizer/unicode.h"
 #include "gtest/gtest.h"
 
 namespace mlaserve {

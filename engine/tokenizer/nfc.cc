@@ -6,7 +6,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
-#include "engine/tokenizer_unicode.h"
+#include "engine/tokenizer/unicode.h"
 
 namespace mlaserve::tokenizer_internal {
 namespace {

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "engine/tokenizer_regex.h"
+#include "engine/tokenizer/regex.h"
 
 namespace mlaserve::tokenizer_internal {
 

@@ -5,7 +5,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
-#include "engine/tokenizer_regex_ast.h"
+#include "engine/tokenizer/regex_ast.h"
 
 namespace mlaserve::tokenizer_internal {
 namespace {

@@ -4,8 +4,8 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
-#include "engine/tokenizer_components.h"
-#include "engine/tokenizer_unicode.h"
+#include "engine/tokenizer/components.h"
+#include "engine/tokenizer/unicode.h"
 
 namespace mlaserve::tokenizer_internal {
 namespace {

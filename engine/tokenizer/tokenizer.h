@@ -13,8 +13,8 @@
 // Thread-safety: a loaded Tokenizer is immutable; every const method may be called from any
 // number of threads at once. A DecodeStream belongs to one thread at a time.
 
-#ifndef MLASERVE_ENGINE_TOKENIZER_H_
-#define MLASERVE_ENGINE_TOKENIZER_H_
+#ifndef MLASERVE_ENGINE_TOKENIZER_TOKENIZER_H_
+#define MLASERVE_ENGINE_TOKENIZER_TOKENIZER_H_
 
 #include <cstdint>
 #include <memory>
@@ -104,4 +104,4 @@ class Tokenizer {
 
 }  // namespace mlaserve
 
-#endif  // MLASERVE_ENGINE_TOKENIZER_H_
+#endif  // MLASERVE_ENGINE_TOKENIZER_TOKENIZER_H_

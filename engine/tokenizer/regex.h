@@ -20,7 +20,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "engine/tokenizer_unicode.h"
+#include "engine/tokenizer/unicode.h"
 
 namespace mlaserve::tokenizer_internal {
 
