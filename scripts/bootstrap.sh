@@ -28,7 +28,7 @@ if [ "$mode" != build-only ]; then
   packages+=(
     libgtest-dev libgmock-dev
     python3 python3-numpy python3-torch python3-grpcio python3-protobuf
-    python3-yaml yamllint prometheus
+    python3-yaml python3-jinja2 yamllint prometheus
   )
   # kubectl renders the Kubernetes manifests (kubectl kustomize); Debian ships it as
   # kubernetes-client. A kubectl already on PATH is kept.
