@@ -64,7 +64,7 @@ class Parser {
     while (true) {
       const Token& t = Peek();
       if (t.kind == TokenKind::kEof) {
-        if (!ends.empty()) return Error(absl::StrCat("missing '{% ", *ends.begin(), " %}'"));
+        if (!ends.empty()) return Error(absl::StrCat("missing '{% ", *ends.rbegin(), " %}'"));
         return body;
       }
       if (t.kind == TokenKind::kText) {
