@@ -14,8 +14,8 @@ cd "$(dirname "$0")/.."
 kinds=("$@")
 [ ${#kinds[@]} -gt 0 ] || kinds=(address thread)
 names() { for src in "$@"; do basename "$src" .cc; done; }
-engine_tests=($(names tests/engine/*_test.cc))
-server_tests=($(names tests/server/*_test.cc))
+engine_tests=($(names tests/engine/*_test.cc tests/engine/*/*_test.cc))
+server_tests=($(names tests/server/*/*_test.cc))
 
 export ASAN_OPTIONS=halt_on_error=1:detect_leaks=1:strict_string_checks=1
 export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1

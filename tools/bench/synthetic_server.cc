@@ -20,8 +20,8 @@
 #include "absl/flags/usage.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
-#include "server/inference_server.h"
-#include "server/serving_engine.h"
+#include "server/grpc/inference_server.h"
+#include "server/common/serving_engine.h"
 
 ABSL_FLAG(std::string, host, "127.0.0.1", "gRPC bind address");
 ABSL_FLAG(int, port, 50052, "gRPC port");
