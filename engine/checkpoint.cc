@@ -128,6 +128,36 @@ absl::StatusOr<CheckpointTensor> ParseEntry(const std::string& path, const std::
   return t;
 }
 
+// The tensor names of each shard listed by a model.safetensors.index.json.
+using ShardIndex = std::map<std::string, std::vector<std::string>>;
+
+absl::StatusOr<ShardIndex> ReadShardIndex(const std::string& index_path) {
+  absl::StatusOr<std::string> text = ReadWholeFile(index_path);
+  if (!text.ok()) return text.status();
+  Json index;
+  try {
+    index = Json::parse(*text);
+  } catch (const std::exception& e) {
+    return absl::InvalidArgumentError(absl::StrCat(index_path, ": not valid JSON: ", e.what()));
+  }
+  auto map_it = index.is_object() ? index.find("weight_map") : index.end();
+  if (map_it == index.end() || !map_it->is_object()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(index_path, ": \"weight_map\" must be an object"));
+  }
+  ShardIndex by_shard;
+  for (auto it = map_it->begin(); it != map_it->end(); ++it) {
+    const std::string* shard = it->is_string() ? &it->get_ref<const std::string&>() : nullptr;
+    if (shard == nullptr || shard->empty() || (*shard)[0] == '/' ||
+        shard->find("..") != std::string::npos) {
+      return absl::InvalidArgumentError(absl::StrCat(index_path, ": weight_map entry of tensor \"",
+                                                     it.key(), "\" must be a file name"));
+    }
+    by_shard[*shard].push_back(it.key());
+  }
+  return by_shard;
+}
+
 }  // namespace
 
 std::string ShapeString(absl::Span<const int64_t> shape) {
@@ -215,44 +245,44 @@ absl::StatusOr<std::unique_ptr<Checkpoint>> Checkpoint::Open(const std::string& 
   }
 }
 
+// Maps one file and adds its tensors; a name seen in an earlier shard is an error.
+absl::Status Checkpoint::AddFile(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return OpenError(path, errno);
+  struct stat st;
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    ::close(fd);
+    return absl::FailedPreconditionError(absl::StrCat(path, ": not a regular file"));
+  }
+  const uint64_t bytes = static_cast<uint64_t>(st.st_size);
+  const uint8_t* base = nullptr;
+  if (bytes > 0) {
+    void* addr = ::mmap(nullptr, bytes, PROT_READ, MAP_PRIVATE, fd, 0);
+    const int err = errno;
+    ::close(fd);
+    if (addr == MAP_FAILED) {
+      return absl::FailedPreconditionError(
+          absl::StrCat(path, ": mmap failed: ", std::strerror(err)));
+    }
+    mappings_.push_back({addr, bytes});
+    base = static_cast<const uint8_t*>(addr);
+  } else {
+    ::close(fd);
+  }
+  absl::StatusOr<std::vector<CheckpointTensor>> tensors = ParseSafetensors(path, base, bytes);
+  if (!tensors.ok()) return tensors.status();
+  for (CheckpointTensor& t : *tensors) {
+    auto [it, inserted] = tensors_.try_emplace(t.name, t);
+    if (!inserted) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("tensor \"", t.name, "\" appears in both ", it->second.file, " and ", path));
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<std::unique_ptr<Checkpoint>> Checkpoint::OpenImpl(const std::string& model_dir) {
   std::unique_ptr<Checkpoint> ckpt(new Checkpoint());
-
-  // Maps one file and adds its tensors; a name seen in an earlier shard is an error.
-  auto add_file = [&](const std::string& path) -> absl::Status {
-    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return OpenError(path, errno);
-    struct stat st;
-    if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-      ::close(fd);
-      return absl::FailedPreconditionError(absl::StrCat(path, ": not a regular file"));
-    }
-    const uint64_t bytes = static_cast<uint64_t>(st.st_size);
-    const uint8_t* base = nullptr;
-    if (bytes > 0) {
-      void* addr = ::mmap(nullptr, bytes, PROT_READ, MAP_PRIVATE, fd, 0);
-      const int err = errno;
-      ::close(fd);
-      if (addr == MAP_FAILED) {
-        return absl::FailedPreconditionError(
-            absl::StrCat(path, ": mmap failed: ", std::strerror(err)));
-      }
-      ckpt->mappings_.push_back({addr, bytes});
-      base = static_cast<const uint8_t*>(addr);
-    } else {
-      ::close(fd);
-    }
-    absl::StatusOr<std::vector<CheckpointTensor>> tensors = ParseSafetensors(path, base, bytes);
-    if (!tensors.ok()) return tensors.status();
-    for (CheckpointTensor& t : *tensors) {
-      auto [it, inserted] = ckpt->tensors_.try_emplace(t.name, t);
-      if (!inserted) {
-        return absl::InvalidArgumentError(absl::StrCat("tensor \"", t.name, "\" appears in both ",
-                                                       it->second.file, " and ", path));
-      }
-    }
-    return absl::OkStatus();
-  };
 
   const std::string index_path = model_dir + "/model.safetensors.index.json";
   if (!FileExists(index_path)) {
@@ -261,37 +291,16 @@ absl::StatusOr<std::unique_ptr<Checkpoint>> Checkpoint::OpenImpl(const std::stri
       return absl::NotFoundError(absl::StrCat(model_dir, ": neither model.safetensors nor ",
                                               "model.safetensors.index.json exists"));
     }
-    absl::Status st = add_file(single);
+    absl::Status st = ckpt->AddFile(single);
     if (!st.ok()) return st;
     return ckpt;
   }
 
-  absl::StatusOr<std::string> text = ReadWholeFile(index_path);
-  if (!text.ok()) return text.status();
-  Json index;
-  try {
-    index = Json::parse(*text);
-  } catch (const std::exception& e) {
-    return absl::InvalidArgumentError(absl::StrCat(index_path, ": not valid JSON: ", e.what()));
-  }
-  auto map_it = index.is_object() ? index.find("weight_map") : index.end();
-  if (map_it == index.end() || !map_it->is_object()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(index_path, ": \"weight_map\" must be an object"));
-  }
-  std::map<std::string, std::vector<std::string>> by_shard;
-  for (auto it = map_it->begin(); it != map_it->end(); ++it) {
-    const std::string* shard = it->is_string() ? &it->get_ref<const std::string&>() : nullptr;
-    if (shard == nullptr || shard->empty() || (*shard)[0] == '/' ||
-        shard->find("..") != std::string::npos) {
-      return absl::InvalidArgumentError(absl::StrCat(index_path, ": weight_map entry of tensor \"",
-                                                     it.key(), "\" must be a file name"));
-    }
-    by_shard[*shard].push_back(it.key());
-  }
-  for (const auto& [shard, names] : by_shard) {
+  absl::StatusOr<ShardIndex> by_shard = ReadShardIndex(index_path);
+  if (!by_shard.ok()) return by_shard.status();
+  for (const auto& [shard, names] : *by_shard) {
     const std::string path = model_dir + "/" + shard;
-    absl::Status st = add_file(path);
+    absl::Status st = ckpt->AddFile(path);
     if (!st.ok()) {
       return absl::Status(
           st.code(), absl::StrCat("shard \"", shard, "\" listed in ", index_path, " for tensor \"",

@@ -65,6 +65,7 @@ class Checkpoint {
   };
   Checkpoint() = default;
   static absl::StatusOr<std::unique_ptr<Checkpoint>> OpenImpl(const std::string& model_dir);
+  absl::Status AddFile(const std::string& path);
   std::vector<Mapping> mappings_;
   std::map<std::string, CheckpointTensor, std::less<>> tensors_;
 };
