@@ -43,11 +43,17 @@ TEST(MetricsTableTest, SpecsAreWellFormed) {
     EXPECT_EQ(static_cast<size_t>(spec.id), i);
     EXPECT_EQ(&Spec(spec.id), &spec);
     EXPECT_FALSE(spec.help.empty());
-    if (spec.type == MetricType::kCounter) EXPECT_TRUE(spec.name.ends_with("_total"));
+    if (spec.type == MetricType::kCounter) {
+      EXPECT_TRUE(spec.name.ends_with("_total"));
+    }
     EXPECT_EQ(spec.type == MetricType::kHistogram, !spec.buckets.empty());
     for (size_t b = 1; b < spec.buckets.size(); ++b) EXPECT_LT(spec.buckets[b - 1], spec.buckets[b]);
-    if (!spec.label_values.empty()) EXPECT_EQ(spec.labels.size(), 1u);
-    if (!spec.vllm_names.empty()) EXPECT_EQ(spec.type, MetricType::kGauge);
+    if (!spec.label_values.empty()) {
+      EXPECT_EQ(spec.labels.size(), 1u);
+    }
+    if (!spec.vllm_names.empty()) {
+      EXPECT_EQ(spec.type, MetricType::kGauge);
+    }
   }
 }
 
