@@ -26,7 +26,7 @@ struct CpuInfo {
   bool avx512f = false, avx512bw = false, avx512vl = false, avx512dq = false;
   bool avx512_bf16 = false;
   bool amx_tile = false, amx_bf16 = false;  // in the processor; Linux also wants a permission
-  int64_t l1d_bytes = 0, l2_bytes = 0;  // per core; 0: unknown
+  int64_t l1d_bytes = 0, l2_bytes = 0;      // per core; 0: unknown
 
   bool is_intel() const { return vendor == "GenuineIntel"; }
   bool is_amd() const { return vendor == "AuthenticAMD"; }
