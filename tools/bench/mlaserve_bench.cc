@@ -58,6 +58,8 @@ struct RequestResult {
   double ttft_s = 0;
   double e2e_s = 0;
   std::vector<double> itl_s;  // one entry per token after the first chunk
+  int first_chunk_tokens = 0;
+  Clock::time_point first_token, last_token;  // arrival of the first and the last chunk
 };
 
 double Seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
@@ -75,12 +77,15 @@ RequestResult RunOne(v1::Inference::Stub& stub, const v1::GenerateRequest& reque
     const auto now = Clock::now();
     if (result.output_tokens == 0) {
       result.ttft_s = Seconds(now - start);
+      result.first_token = now;
+      result.first_chunk_tokens = n;
     } else {
       result.itl_s.insert(result.itl_s.end(), n, Seconds(now - previous) / n);
     }
     result.output_tokens += n;
     ++result.chunks;
     previous = now;
+    result.last_token = now;
   }
   result.code = reader->Finish().error_code();
   result.e2e_s = Seconds(Clock::now() - start);
@@ -265,6 +270,10 @@ void Report(const std::vector<RequestResult>& results, double duration_s) {
   int64_t output_tokens = 0;
   int64_t chunks = 0;
   int completed = 0;
+  // Aggregate decode rate as llama.cpp's parallel benchmark counts it: the tokens after each
+  // stream's first, over the span from the earliest first token to the latest last one.
+  int64_t decode_tokens = 0;
+  Clock::time_point decode_begin = Clock::time_point::max(), decode_end = Clock::time_point::min();
   for (const RequestResult& r : results) {
     if (r.code != grpc::StatusCode::OK) {
       ++failures[std::to_string(static_cast<int>(r.code))];
@@ -272,12 +281,19 @@ void Report(const std::vector<RequestResult>& results, double duration_s) {
     }
     ++completed;
     output_tokens += r.output_tokens;
+    if (r.output_tokens > 0) {
+      decode_tokens += r.output_tokens - r.first_chunk_tokens;
+      decode_begin = std::min(decode_begin, r.first_token);
+      decode_end = std::max(decode_end, r.last_token);
+    }
     chunks += r.chunks;
     ttft.push_back(r.ttft_s);
     e2e.push_back(r.e2e_s);
     itl.insert(itl.end(), r.itl_s.begin(), r.itl_s.end());
   }
   const int64_t input_tokens = int64_t{completed} * absl::GetFlag(FLAGS_prompt_tokens);
+  const double decode_span_s = decode_end > decode_begin ? Seconds(decode_end - decode_begin) : 0;
+  const double decode_tokens_per_s = decode_span_s > 0 ? decode_tokens / decode_span_s : 0;
   const Stats t = Summarize(ttft), i = Summarize(itl), e = Summarize(e2e);
   std::printf("%-28s %12d\n%-28s %12d\n%-28s %12.2f\n", "completed requests", completed,
               "failed requests", static_cast<int>(results.size()) - completed, "duration (s)",
@@ -285,6 +301,7 @@ void Report(const std::vector<RequestResult>& results, double duration_s) {
   std::printf("%-28s %12.2f\n%-28s %12.1f\n%-28s %12.1f\n", "requests/s", completed / duration_s,
               "input tokens/s", input_tokens / duration_s, "output tokens/s",
               output_tokens / duration_s);
+  std::printf("%-28s %12.1f\n", "decode tokens/s (aggregate)", decode_tokens_per_s);
   std::printf("%-28s %12.1f\n%-28s %12.2f\n", "output chunks/s", chunks / duration_s,
               "tokens per chunk", chunks > 0 ? static_cast<double>(output_tokens) / chunks : 0.0);
   std::printf("\n%-10s %10s %10s %10s %10s\n", "latency", "mean ms", "p50 ms", "p90 ms", "p99 ms");
@@ -307,6 +324,7 @@ void Report(const std::vector<RequestResult>& results, double duration_s) {
                                  {"input_tokens_per_s", input_tokens / duration_s},
                                  {"output_tokens_per_s", output_tokens / duration_s},
                                  {"output_chunks_per_s", chunks / duration_s},
+                                 {"decode_tokens_per_s", decode_tokens_per_s},
                                  {"ttft", StatsJson(t)},
                                  {"itl", StatsJson(i)},
                                  {"e2e", StatsJson(e)}};
