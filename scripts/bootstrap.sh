@@ -22,7 +22,7 @@ done
 packages=(
   build-essential cmake ninja-build ccache pkg-config git
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
-  libabsl-dev prometheus-cpp-dev nlohmann-json3-dev libbenchmark-dev
+  libabsl-dev prometheus-cpp-dev nlohmann-json3-dev libbenchmark-dev libboost-context-dev
 )
 if [ "$mode" != build-only ]; then
   packages+=(
