@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <memory>
 #include <random>
 #include <string>
 #include <utility>
@@ -59,33 +60,39 @@ double MaxDiff(const std::vector<float>& x, const std::vector<float>& y) {
 }
 
 // bf16 activations: a is rounded to bf16 before it meets bf16 weights (never f32 weights), as
-// the oracle does; the rounded result is far from the f32 one, so a backend that does not
-// round fails.
+// the oracle does, on the staged cuBLAS path and (batch invariant) in the tiled kernel; the
+// rounded result is far from the f32 one, so a backend that does not round fails.
 TEST_F(CudaGemmTest, Bf16ActivationsMatchRef) {
   std::mt19937 rng(15);
-  for (DType w : {DType::kBF16, DType::kF32}) {
-    for (int64_t m : {1, 3, 16, 17, 64, 300}) {
-      for (auto [n, k] : {std::pair<int64_t, int64_t>{33, 47}, {130, 257}, {64, 1100}}) {
-        if (m >= 300 && n * k > 130 * 257) continue;  // keeps the oracle fast
-        TestTensor a = RandomTensor(ref(), rng, DType::kF32, {m, k});
-        TestTensor b = RandomTensor(ref(), rng, w, {n, k});
-        TestTensor out_ref(ref(), DType::kF32, {m, n}), out_f32(ref(), DType::kF32, {m, n});
-        ref_bf16().Gemm({.a = a.view(), .b = b.view(), .out = out_ref.view()});
-        ref().Gemm({.a = a.view(), .b = b.view(), .out = out_f32.view()});
-        TestTensor a_gpu = a.CloneTo(cuda_bf16()), b_gpu = b.CloneTo(cuda_bf16());
-        TestTensor out_gpu(cuda_bf16(), DType::kF32, {m, n});
-        cuda_bf16().Gemm({.a = a_gpu.view(), .b = b_gpu.view(), .out = out_gpu.view()});
-        ExpectClose(out_gpu.Read(), out_ref.Read(), Atol(k), 1e-5, What(w, m, n, k),
-                    out_ref.shape());
-        const double rounding = MaxDiff(out_ref.Read(), out_f32.Read());
-        if (w == DType::kBF16) {
-          EXPECT_GT(rounding, 20 * Atol(k)) << What(w, m, n, k);
-        } else {
-          EXPECT_EQ(rounding, 0.0) << What(w, m, n, k);
+  absl::StatusOr<std::unique_ptr<Backend>> invariant =
+      NewTestCudaBackend({.batch_invariant = true, .activation_dtype = DType::kBF16});
+  ASSERT_TRUE(invariant.ok()) << invariant.status();
+  for (Backend* gpu : {&cuda_bf16(), invariant->get()}) {
+    for (DType w : {DType::kBF16, DType::kF32}) {
+      for (int64_t m : {1, 3, 16, 17, 64, 300}) {
+        for (auto [n, k] : {std::pair<int64_t, int64_t>{33, 47}, {130, 257}, {64, 1100}}) {
+          if (m >= 300 && n * k > 130 * 257) continue;  // keeps the oracle fast
+          const std::string what = What(w, m, n, k) + (gpu->batch_invariant() ? " invariant" : "");
+          TestTensor a = RandomTensor(ref(), rng, DType::kF32, {m, k});
+          TestTensor b = RandomTensor(ref(), rng, w, {n, k});
+          TestTensor out_ref(ref(), DType::kF32, {m, n}), out_f32(ref(), DType::kF32, {m, n});
+          ref_bf16().Gemm({.a = a.view(), .b = b.view(), .out = out_ref.view()});
+          ref().Gemm({.a = a.view(), .b = b.view(), .out = out_f32.view()});
+          TestTensor a_gpu = a.CloneTo(*gpu), b_gpu = b.CloneTo(*gpu);
+          TestTensor out_gpu(*gpu, DType::kF32, {m, n});
+          gpu->Gemm({.a = a_gpu.view(), .b = b_gpu.view(), .out = out_gpu.view()});
+          ExpectClose(out_gpu.Read(), out_ref.Read(), Atol(k), 1e-5, what, out_ref.shape());
+          const double rounding = MaxDiff(out_ref.Read(), out_f32.Read());
+          if (w == DType::kBF16) {
+            EXPECT_GT(rounding, 20 * Atol(k)) << what;
+          } else {
+            EXPECT_EQ(rounding, 0.0) << what;
+          }
         }
       }
     }
   }
+  EXPECT_TRUE((*invariant)->Synchronize().ok());
 }
 
 // With batch_invariant, a row's result is the same bit for bit whatever the number of rows
