@@ -1,6 +1,5 @@
 #include "server/cli/backend_selection.h"
 
-#include <cstdio>
 #include <fstream>
 #include <string>
 
@@ -11,6 +10,7 @@
 #include "kernels/ref/ref_backend.h"
 #include "server/common/log.h"
 #ifdef MLASERVE_HAVE_CUDA
+#include "kernels/cuda/cuda_backend_factory.h"
 #include "kernels/cuda/device_info.h"
 #endif
 
@@ -62,22 +62,39 @@ absl::StatusOr<std::unique_ptr<Backend>> CreateBackend(const std::string& kind, 
                                                        DType activation_dtype) {
   if (kind == "cpu") return NewLoggedCpuBackend(num_threads, batch_invariant, activation_dtype);
   if (kind == "ref") return MakeRefBackend(activation_dtype);
+#ifdef MLASERVE_HAVE_CUDA
+  const CudaBackendOptions cuda_options{
+      .device = 0, .batch_invariant = batch_invariant, .activation_dtype = activation_dtype};
+  if (kind == "cuda-sim") {
+    LogEvent("cuda_backend", {{"device", std::string("SIMT simulator (kernels/cuda/sim)")}});
+    return cuda_sim::NewCudaBackend(cuda_options);
+  }
+#endif
   if (kind == "cuda" || kind == "auto") {
     const int devices = UsableCudaDevices();
+#ifdef MLASERVE_HAVE_CUDA
     if (devices > 0) {
-      // The CUDA kernel set is not part of this build yet; say so instead of pretending.
-      return absl::UnimplementedError(
-          "--backend=cuda: a CUDA device is present but this build has no CUDA kernel set");
+      LogEvent("cuda_backend", {{"device", int64_t{0}}, {"devices", int64_t{devices}}});
+      return cuda::NewCudaBackend(cuda_options);
     }
+#endif
     if (kind == "cuda") {
+#ifdef MLASERVE_HAVE_CUDA
       return absl::FailedPreconditionError(
-          "--backend=cuda: no usable CUDA device (none found, or no driver); use --backend=cpu");
+          "--backend=cuda: no usable CUDA device (none found, or no driver); use --backend=cpu, "
+          "or --backend=cuda-sim to run the CUDA kernels on the simulator");
+#else
+      return absl::FailedPreconditionError(
+          "--backend=cuda: this build has no CUDA backend (built without the CUDA Toolkit); use "
+          "--backend=cpu");
+#endif
     }
-    std::fprintf(stderr, "mlaserve: backend auto: no CUDA device, using the CPU backend\n");
+    LogEvent("backend_auto",
+             {{"chosen", std::string("cpu")}, {"reason", std::string("no usable CUDA device")}});
     return NewLoggedCpuBackend(num_threads, batch_invariant, activation_dtype);
   }
   return absl::InvalidArgumentError(
-      absl::StrCat("--backend: unknown value \"", kind, "\" (auto, cpu, cuda or ref)"));
+      absl::StrCat("--backend: unknown value \"", kind, "\" (auto, cpu, cuda, cuda-sim or ref)"));
 }
 
 }  // namespace mlaserve

@@ -1,4 +1,4 @@
-// Chooses and creates the compute backend for --backend=auto|cpu|cuda|ref.
+// Chooses and creates the compute backend for --backend=auto|cpu|cuda|cuda-sim|ref.
 #ifndef MLASERVE_SERVER_CLI_BACKEND_SELECTION_H_
 #define MLASERVE_SERVER_CLI_BACKEND_SELECTION_H_
 
@@ -11,8 +11,10 @@
 namespace mlaserve {
 
 // "cpu": the production CPU backend with `num_threads` (0 = all cores); "ref": the oracle
-// (slow; for checking); "cuda": fails with a clear error when no CUDA device is usable (or the
-// build has no CUDA backend); "auto": cuda when usable, else cpu, with a log line saying why.
+// (slow; for checking); "cuda": the CUDA backend on device 0, or a clear error when no CUDA
+// device is usable (or the build has no CUDA backend); "cuda-sim": the same CUDA backend and
+// kernels executed on the CPU by the SIMT simulator (slow; for tests and for checking the CUDA
+// path without a GPU); "auto": cuda when usable, else cpu, logging which and why.
 // `batch_invariant` (--deterministic) asks for kernels whose per-row results do not depend on
 // the rest of the batch (Backend::batch_invariant); `activation_dtype` (--dtype) is kF32 or
 // kBF16 (Backend::activation_dtype).
