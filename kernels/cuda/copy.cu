@@ -6,6 +6,7 @@
 #include "kernels/cuda/kernel_util.cuh"
 #include "kernels/cuda/launch.cuh"
 #include "kernels/cuda/simple_ops.h"
+#include "kernels/op_checks.h"
 #include "kernels/shape_check.h"
 
 namespace mlaserve::MLASERVE_CUDA_NS {
@@ -23,8 +24,7 @@ struct CopyShape {
   int64_t dst_stride[4];
 };
 
-__global__ void CopyKernel(const void* src, Side src_type, void* dst, Side dst_type,
-                           CopyShape s) {
+__global__ void CopyKernel(const void* src, Side src_type, void* dst, Side dst_type, CopyShape s) {
   const int64_t total = s.size[0] * s.size[1] * s.size[2] * s.size[3];
   for (int64_t e = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; e < total;
        e += static_cast<int64_t>(gridDim.x) * blockDim.x) {
@@ -42,8 +42,7 @@ __global__ void CopyKernel(const void* src, Side src_type, void* dst, Side dst_t
         static_cast<uint32_t*>(dst)[dof] = static_cast<const uint32_t*>(src)[so];
       }
     } else {
-      StoreFromF32(dst, dst_type == Side::kBF16, dof,
-                   LoadAsF32(src, src_type == Side::kBF16, so));
+      StoreFromF32(dst, dst_type == Side::kBF16, dof, LoadAsF32(src, src_type == Side::kBF16, so));
     }
   }
 }
@@ -62,25 +61,21 @@ Side SideOf(DType t) {
 }  // namespace
 
 cudaError_t LaunchCopy(const CopyParams& p, cudaStream_t stream) {
-  MLASERVE_CHECK(!p.src.empty() && !p.dst.empty() && p.src.ndim() == p.dst.ndim());
+  CheckCopy(p);
   const int ndim = p.src.ndim();
-  for (int d = 0; d < ndim; ++d) MLASERVE_CHECK(p.src.size(d) == p.dst.size(d));
-  const bool ints = p.src.dtype() == DType::kI32 && p.dst.dtype() == DType::kI32;
-  MLASERVE_CHECK(ints ||
-                 (kWeightDTypes.contains(p.src.dtype()) && kWeightDTypes.contains(p.dst.dtype())));
-  MLASERVE_CHECK(!Overlaps(p.src, p.dst));
-  CopyShape s{};
-  const int pad = 4 - ndim;
-  for (int d = 0; d < 4; ++d) {
-    s.size[d] = d < pad ? 1 : p.src.size(d - pad);
-    s.src_stride[d] = d < pad ? 0 : p.src.stride(d - pad);
-    s.dst_stride[d] = d < pad ? 0 : p.dst.stride(d - pad);
-  }
-  const int64_t total = p.src.numel();
-  if (total == 0) return cudaSuccess;
-  return Launch(CopyKernel, dim3(GridFor(total, kThreads)), dim3(kThreads), 0, stream,
-                static_cast<const void*>(p.src.data()), SideOf(p.src.dtype()), p.dst.data(),
-                SideOf(p.dst.dtype()), s);
+                 MLASERVE_CHECK(!Overlaps(p.src, p.dst));
+                 CopyShape s{};
+                 const int pad = 4 - ndim;
+                 for (int d = 0; d < 4; ++d) {
+                   s.size[d] = d < pad ? 1 : p.src.size(d - pad);
+                   s.src_stride[d] = d < pad ? 0 : p.src.stride(d - pad);
+                   s.dst_stride[d] = d < pad ? 0 : p.dst.stride(d - pad);
+                 }
+                 const int64_t total = p.src.numel();
+                 if (total == 0) return cudaSuccess;
+                 return Launch(CopyKernel, dim3(GridFor(total, kThreads)), dim3(kThreads), 0,
+                               stream, static_cast<const void*>(p.src.data()),
+                               SideOf(p.src.dtype()), p.dst.data(), SideOf(p.dst.dtype()), s);
 }
 
 }  // namespace mlaserve::MLASERVE_CUDA_NS

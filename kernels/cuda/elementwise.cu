@@ -5,6 +5,7 @@
 #include "kernels/cuda/kernel_util.cuh"
 #include "kernels/cuda/launch.cuh"
 #include "kernels/cuda/simple_ops.h"
+#include "kernels/op_checks.h"
 #include "kernels/shape_check.h"
 
 namespace mlaserve::MLASERVE_CUDA_NS {
@@ -38,10 +39,8 @@ __global__ void AddKernel(const float* a, int64_t a_stride, const float* b, int6
 }  // namespace
 
 cudaError_t LaunchSiluMul(const SiluMulParams& p, cudaStream_t stream) {
-  CheckTensor(p.x, "SiluMul.x", DType::kF32, {kAnyDim, kAnyDim});
-  const int64_t rows = p.x.size(0), inter = p.x.size(1) / 2;
-  MLASERVE_CHECK(p.x.size(1) == 2 * inter);
-  CheckTensor(p.out, "SiluMul.out", DType::kF32, {rows, inter});
+  const RowsShape shape = CheckSiluMul(p);
+  const int64_t rows = shape.rows, inter = shape.cols;
   if (rows * inter == 0) return cudaSuccess;
   return Launch(SiluMulKernel, dim3(GridFor(rows * inter, kThreads)), dim3(kThreads), 0, stream,
                 p.x.ptr<const float>(), p.x.stride(0), rows, inter, p.out.ptr<float>(),
@@ -49,14 +48,12 @@ cudaError_t LaunchSiluMul(const SiluMulParams& p, cudaStream_t stream) {
 }
 
 cudaError_t LaunchAdd(const AddParams& p, cudaStream_t stream) {
-  CheckTensor(p.a, "Add.a", DType::kF32, {kAnyDim, kAnyDim});
-  const int64_t rows = p.a.size(0), cols = p.a.size(1);
-  CheckTensor(p.b, "Add.b", DType::kF32, {rows, cols});
-  CheckTensor(p.out, "Add.out", DType::kF32, {rows, cols});
+  const RowsShape shape = CheckAdd(p);
+  const int64_t rows = shape.rows, cols = shape.cols;
   if (rows * cols == 0) return cudaSuccess;
   return Launch(AddKernel, dim3(GridFor(rows * cols, kThreads)), dim3(kThreads), 0, stream,
-                p.a.ptr<const float>(), p.a.stride(0), p.b.ptr<const float>(), p.b.stride(0),
-                rows, cols, p.out.ptr<float>(), p.out.stride(0));
+                p.a.ptr<const float>(), p.a.stride(0), p.b.ptr<const float>(), p.b.stride(0), rows,
+                cols, p.out.ptr<float>(), p.out.stride(0));
 }
 
 }  // namespace mlaserve::MLASERVE_CUDA_NS

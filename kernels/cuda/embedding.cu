@@ -6,6 +6,7 @@
 #include "kernels/cuda/kernel_util.cuh"
 #include "kernels/cuda/launch.cuh"
 #include "kernels/cuda/simple_ops.h"
+#include "kernels/op_checks.h"
 #include "kernels/shape_check.h"
 
 namespace mlaserve::MLASERVE_CUDA_NS {
@@ -27,11 +28,8 @@ __global__ void EmbeddingKernel(const int32_t* ids, int64_t ids_stride, const vo
 }  // namespace
 
 cudaError_t LaunchEmbedding(const EmbeddingParams& p, cudaStream_t stream) {
-  CheckTensor(p.ids, "Embedding.ids", DType::kI32, {kAnyDim});
-  const int64_t num_tokens = p.ids.size(0);
-  CheckTensor(p.table, "Embedding.table", kWeightDTypes, {kAnyDim, kAnyDim});
-  const int64_t hidden = p.table.size(1);
-  CheckTensor(p.out, "Embedding.out", DType::kF32, {num_tokens, hidden});
+  const EmbeddingShape shape = CheckEmbedding(p);
+  const int64_t num_tokens = shape.num_tokens, hidden = shape.hidden;
   if (num_tokens == 0 || hidden == 0) return cudaSuccess;
   return Launch(EmbeddingKernel, dim3(static_cast<unsigned>(num_tokens)), dim3(kRowThreads), 0,
                 stream, p.ids.ptr<const int32_t>(), p.ids.stride(0),

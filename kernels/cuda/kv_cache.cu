@@ -10,6 +10,7 @@
 #include "kernels/cuda/kernel_util.cuh"
 #include "kernels/cuda/launch.cuh"
 #include "kernels/cuda/simple_ops.h"
+#include "kernels/op_checks.h"
 #include "kernels/shape_check.h"
 
 namespace mlaserve::MLASERVE_CUDA_NS {
@@ -35,11 +36,11 @@ __global__ void WriteKvCacheKernel(const float* latent, int64_t latent_stride, i
 // max_blocks] i32 (strides bt_s, bt_b); cu: [num_seqs + 1] i32; starts: [num_seqs] i32;
 // out: [total_tokens, kv_dim] f32.
 __global__ void GatherKvCacheKernel(const void* cache, bool cache_bf16, int64_t num_blocks,
-                                    int64_t block_size, int64_t kv_dim,
-                                    const int32_t* block_tables, int64_t bt_s, int64_t bt_b,
-                                    int64_t max_blocks, const int32_t* cu, int64_t cu_stride,
-                                    const int32_t* starts, int64_t starts_stride,
-                                    int64_t num_seqs, float* out, int64_t out_stride) {
+                                    int64_t block_size, int64_t kv_dim, const int32_t* block_tables,
+                                    int64_t bt_s, int64_t bt_b, int64_t max_blocks,
+                                    const int32_t* cu, int64_t cu_stride, const int32_t* starts,
+                                    int64_t starts_stride, int64_t num_seqs, float* out,
+                                    int64_t out_stride) {
   const int64_t r = blockIdx.x;
   if (r >= cu[num_seqs * cu_stride]) return;
   int64_t lo = 0, hi = num_seqs - 1;  // the last sequence s with cu[s] <= r
@@ -64,40 +65,30 @@ __global__ void GatherKvCacheKernel(const void* cache, bool cache_bf16, int64_t 
 }  // namespace
 
 cudaError_t LaunchWriteKvCache(const KvWriteParams& p, cudaStream_t stream) {
-  CheckTensor(p.latent, "WriteKvCache.latent", DType::kF32, {kAnyDim, kAnyDim});
-  const int64_t num_tokens = p.latent.size(0), rank = p.latent.size(1);
-  CheckTensor(p.k_pe, "WriteKvCache.k_pe", DType::kF32, {num_tokens, kAnyDim});
-  const int64_t rope_dim = p.k_pe.size(1);
-  CheckTensor(p.slot_mapping, "WriteKvCache.slot_mapping", DType::kI32, {num_tokens});
-  CheckTensor(p.kv_cache, "WriteKvCache.kv_cache", kKvCacheDTypes,
-              {kAnyDim, kAnyDim, rank + rope_dim});
-  CheckContiguous(p.kv_cache, "WriteKvCache.kv_cache");
-  if (num_tokens == 0) return cudaSuccess;
-  return Launch(WriteKvCacheKernel, dim3(static_cast<unsigned>(num_tokens)), dim3(kRowThreads),
-                0, stream, p.latent.ptr<const float>(), p.latent.stride(0), rank,
-                p.k_pe.ptr<const float>(), p.k_pe.stride(0), rope_dim,
-                p.slot_mapping.ptr<const int32_t>(), p.slot_mapping.stride(0), p.kv_cache.data(),
-                p.kv_cache.dtype() == DType::kBF16, p.kv_cache.size(0) * p.kv_cache.size(1));
+  const KvWriteShape shape = CheckKvWrite(p);
+  const int64_t num_tokens = shape.num_tokens, rank = shape.rank, rope_dim = shape.rope_dim;
+              CheckContiguous(p.kv_cache, "WriteKvCache.kv_cache");
+              if (num_tokens == 0) return cudaSuccess;
+              return Launch(WriteKvCacheKernel, dim3(static_cast<unsigned>(num_tokens)),
+                            dim3(kRowThreads), 0, stream, p.latent.ptr<const float>(),
+                            p.latent.stride(0), rank, p.k_pe.ptr<const float>(), p.k_pe.stride(0),
+                            rope_dim, p.slot_mapping.ptr<const int32_t>(), p.slot_mapping.stride(0),
+                            p.kv_cache.data(), p.kv_cache.dtype() == DType::kBF16,
+                            p.kv_cache.size(0) * p.kv_cache.size(1));
 }
 
 cudaError_t LaunchGatherKvCache(const GatherKvParams& p, cudaStream_t stream) {
-  CheckTensor(p.kv_cache, "GatherKvCache.kv_cache", kKvCacheDTypes, {kAnyDim, kAnyDim, kAnyDim});
-  CheckContiguous(p.kv_cache, "GatherKvCache.kv_cache");
-  const int64_t kv_dim = p.kv_cache.size(2);
-  CheckTensor(p.block_tables, "GatherKvCache.block_tables", DType::kI32, {kAnyDim, kAnyDim});
-  const int64_t num_seqs = p.block_tables.size(0);
-  CheckTensor(p.seq_starts, "GatherKvCache.seq_starts", DType::kI32, {num_seqs});
-  CheckTensor(p.cu_seq_lens, "GatherKvCache.cu_seq_lens", DType::kI32, {num_seqs + 1});
-  CheckTensor(p.out, "GatherKvCache.out", DType::kF32, {kAnyDim, kv_dim});
-  const int64_t rows = p.out.size(0);
+  const GatherKvShape shape = CheckGatherKv(p);
+  const int64_t kv_dim = shape.kv_dim, num_seqs = shape.num_seqs, rows = shape.num_out;
   if (rows == 0 || num_seqs == 0 || kv_dim == 0) return cudaSuccess;
   return Launch(GatherKvCacheKernel, dim3(static_cast<unsigned>(rows)), dim3(kRowThreads), 0,
                 stream, static_cast<const void*>(p.kv_cache.data()),
-                p.kv_cache.dtype() == DType::kBF16, p.kv_cache.size(0), p.kv_cache.size(1),
-                kv_dim, p.block_tables.ptr<const int32_t>(), p.block_tables.stride(0),
-                p.block_tables.stride(1), p.block_tables.size(1), p.cu_seq_lens.ptr<const int32_t>(),
-                p.cu_seq_lens.stride(0), p.seq_starts.ptr<const int32_t>(),
-                p.seq_starts.stride(0), num_seqs, p.out.ptr<float>(), p.out.stride(0));
+                p.kv_cache.dtype() == DType::kBF16, p.kv_cache.size(0), p.kv_cache.size(1), kv_dim,
+                p.block_tables.ptr<const int32_t>(), p.block_tables.stride(0),
+                p.block_tables.stride(1), p.block_tables.size(1),
+                p.cu_seq_lens.ptr<const int32_t>(), p.cu_seq_lens.stride(0),
+                p.seq_starts.ptr<const int32_t>(), p.seq_starts.stride(0), num_seqs,
+                p.out.ptr<float>(), p.out.stride(0));
 }
 
 }  // namespace mlaserve::MLASERVE_CUDA_NS

@@ -9,6 +9,7 @@
 #include "kernels/cuda/kernel_util.cuh"
 #include "kernels/cuda/launch.cuh"
 #include "kernels/cuda/simple_ops.h"
+#include "kernels/op_checks.h"
 #include "kernels/shape_check.h"
 
 namespace mlaserve::MLASERVE_CUDA_NS {
@@ -40,19 +41,15 @@ __global__ void RmsNormKernel(const float* x, int64_t x_stride, float* residual,
 }  // namespace
 
 cudaError_t LaunchRmsNorm(const RmsNormParams& p, cudaStream_t stream) {
-  CheckTensor(p.x, "RmsNorm.x", DType::kF32, {kAnyDim, kAnyDim});
-  const int64_t rows = p.x.size(0), dim = p.x.size(1);
-  CheckTensor(p.weight, "RmsNorm.weight", kWeightDTypes, {dim});
-  CheckTensor(p.out, "RmsNorm.out", DType::kF32, {rows, dim});
+  const RowsShape shape = CheckRmsNorm(p);
+  const int64_t rows = shape.rows, dim = shape.cols;
   const bool has_residual = !p.residual.empty();
-  if (has_residual) CheckTensor(p.residual, "RmsNorm.residual", DType::kF32, {rows, dim});
   if (rows == 0 || dim == 0) return cudaSuccess;
-  return Launch(RmsNormKernel, dim3(static_cast<unsigned>(rows)), dim3(kRowThreads), 0, stream,
-                p.x.ptr<const float>(), p.x.stride(0),
-                has_residual ? p.residual.ptr<float>() : nullptr,
-                has_residual ? p.residual.stride(0) : int64_t{0},
-                static_cast<const void*>(p.weight.data()), p.weight.dtype() == DType::kBF16, p.eps,
-                dim, p.out.ptr<float>(), p.out.stride(0));
+  return Launch(
+      RmsNormKernel, dim3(static_cast<unsigned>(rows)), dim3(kRowThreads), 0, stream,
+      p.x.ptr<const float>(), p.x.stride(0), has_residual ? p.residual.ptr<float>() : nullptr,
+      has_residual ? p.residual.stride(0) : int64_t{0}, static_cast<const void*>(p.weight.data()),
+      p.weight.dtype() == DType::kBF16, p.eps, dim, p.out.ptr<float>(), p.out.stride(0));
 }
 
 }  // namespace mlaserve::MLASERVE_CUDA_NS

@@ -9,6 +9,7 @@
 #include "kernels/cuda/kernel_util.cuh"
 #include "kernels/cuda/launch.cuh"
 #include "kernels/cuda/simple_ops.h"
+#include "kernels/op_checks.h"
 #include "kernels/shape_check.h"
 
 namespace mlaserve::MLASERVE_CUDA_NS {
@@ -40,17 +41,15 @@ __global__ void RopeKernel(float* x, int64_t x_t, int64_t x_h, const int32_t* po
 }  // namespace
 
 cudaError_t LaunchApplyRope(const RopeParams& p, cudaStream_t stream) {
-  CheckTensor(p.x, "ApplyRope.x", DType::kF32, {kAnyDim, kAnyDim, kAnyDim});
-  const int64_t num_tokens = p.x.size(0), num_heads = p.x.size(1), rope_dim = p.x.size(2);
-  MLASERVE_CHECK(rope_dim % 2 == 0 && rope_dim <= kMaxRopeDim);
-  CheckTensor(p.positions, "ApplyRope.positions", DType::kI32, {num_tokens});
-  CheckTensor(p.cos_sin, "ApplyRope.cos_sin", DType::kF32, {kAnyDim, rope_dim});
-  CheckContiguous(p.cos_sin, "ApplyRope.cos_sin");
+  const RopeShape shape = CheckRope(p);
+  const int64_t num_tokens = shape.num_tokens, num_heads = shape.num_heads;
+  const int64_t rope_dim = shape.rope_dim;
+  MLASERVE_CHECK(rope_dim <= kMaxRopeDim);
   if (num_tokens == 0 || num_heads == 0 || rope_dim == 0) return cudaSuccess;
   MLASERVE_CHECK(num_heads <= 65535);
   return Launch(RopeKernel,
-                dim3(static_cast<unsigned>(num_tokens), static_cast<unsigned>(num_heads)),
-                dim3(32), 0, stream, p.x.ptr<float>(), p.x.stride(0), p.x.stride(1),
+                dim3(static_cast<unsigned>(num_tokens), static_cast<unsigned>(num_heads)), dim3(32),
+                0, stream, p.x.ptr<float>(), p.x.stride(0), p.x.stride(1),
                 p.positions.ptr<const int32_t>(), p.positions.stride(0),
                 p.cos_sin.ptr<const float>(), p.cos_sin.size(0), rope_dim);
 }

@@ -8,22 +8,14 @@
 #include "kernels/cpu/cpu_features.h"
 #include "kernels/cpu/cpu_stream_tuning.h"
 #include "kernels/ref/ref_backend.h"
+#include "server/cli/cuda_plugin_loader.h"
 #include "server/common/log.h"
-#ifdef MLASERVE_HAVE_CUDA
+#ifdef MLASERVE_HAVE_CUDA_SIM
 #include "kernels/cuda/cuda_backend_factory.h"
-#include "kernels/cuda/device_info.h"
 #endif
 
 namespace mlaserve {
 namespace {
-
-int UsableCudaDevices() {
-#ifdef MLASERVE_HAVE_CUDA
-  return CudaDeviceCount();
-#else
-  return 0;
-#endif
-}
 
 // The kernel's transparent huge page mode ("always", "madvise" or "never"): the CPU backend's
 // weights need "always" or "madvise" to be mapped with 2 MiB pages (docs/deployment.md).
@@ -62,35 +54,29 @@ absl::StatusOr<std::unique_ptr<Backend>> CreateBackend(const std::string& kind, 
                                                        DType activation_dtype) {
   if (kind == "cpu") return NewLoggedCpuBackend(num_threads, batch_invariant, activation_dtype);
   if (kind == "ref") return MakeRefBackend(activation_dtype);
-#ifdef MLASERVE_HAVE_CUDA
-  const CudaBackendOptions cuda_options{
-      .device = 0, .batch_invariant = batch_invariant, .activation_dtype = activation_dtype};
   if (kind == "cuda-sim") {
+#ifdef MLASERVE_HAVE_CUDA_SIM
     LogEvent("cuda_backend", {{"device", std::string("SIMT simulator (kernels/cuda/sim)")}});
-    return cuda_sim::NewCudaBackend(cuda_options);
-  }
+    return cuda_sim::NewCudaBackend(
+        {.batch_invariant = batch_invariant, .activation_dtype = activation_dtype});
+#else
+    return absl::FailedPreconditionError(
+        "--backend=cuda-sim: this build has no CUDA simulator (built without the CUDA Toolkit)");
 #endif
+  }
   if (kind == "cuda" || kind == "auto") {
-    const int devices = UsableCudaDevices();
-#ifdef MLASERVE_HAVE_CUDA
+    std::string why;
+    const int devices = PluginCudaDeviceCount(&why);
     if (devices > 0) {
       LogEvent("cuda_backend", {{"device", int64_t{0}}, {"devices", int64_t{devices}}});
-      return cuda::NewCudaBackend(cuda_options);
+      return NewPluginCudaBackend(0, batch_invariant, activation_dtype);
     }
-#endif
     if (kind == "cuda") {
-#ifdef MLASERVE_HAVE_CUDA
-      return absl::FailedPreconditionError(
-          "--backend=cuda: no usable CUDA device (none found, or no driver); use --backend=cpu, "
-          "or --backend=cuda-sim to run the CUDA kernels on the simulator");
-#else
-      return absl::FailedPreconditionError(
-          "--backend=cuda: this build has no CUDA backend (built without the CUDA Toolkit); use "
-          "--backend=cpu");
-#endif
+      return absl::FailedPreconditionError(absl::StrCat(
+          "--backend=cuda: no usable CUDA device: ", why,
+          "; use --backend=cpu, or --backend=cuda-sim to run the CUDA kernels on the simulator"));
     }
-    LogEvent("backend_auto",
-             {{"chosen", std::string("cpu")}, {"reason", std::string("no usable CUDA device")}});
+    LogEvent("backend_auto", {{"chosen", std::string("cpu")}, {"reason", why}});
     return NewLoggedCpuBackend(num_threads, batch_invariant, activation_dtype);
   }
   return absl::InvalidArgumentError(

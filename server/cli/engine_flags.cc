@@ -50,8 +50,10 @@ absl::StatusOr<ModelOptions> ModelOptionsFromFlags() {
   const int block = absl::GetFlag(FLAGS_block_size);
   const int kv_tokens = absl::GetFlag(FLAGS_kv_cache_tokens);
   const int max_len = absl::GetFlag(FLAGS_max_model_len);
-  for (auto [name, value] : {std::pair{"max_num_seqs", seqs}, {"max_num_batched_tokens", tokens},
-                             {"block_size", block}, {"kv_cache_tokens", kv_tokens}}) {
+  for (auto [name, value] : {std::pair{"max_num_seqs", seqs},
+                             {"max_num_batched_tokens", tokens},
+                             {"block_size", block},
+                             {"kv_cache_tokens", kv_tokens}}) {
     if (absl::Status s = Positive(name, value); !s.ok()) return s;
   }
   if (max_len < 0) return absl::InvalidArgumentError("--max_model_len must not be negative");

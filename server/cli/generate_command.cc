@@ -104,8 +104,7 @@ void PrintJson(const Generated& g, size_t prompt_tokens) {
   std::printf(
       "{\"finish_reason\":\"%s\",\"prompt_tokens\":%zu,\"completion_tokens\":%zu,"
       "\"prefill_seconds\":%.6f,\"decode_seconds\":%.6f}\n",
-      g.finish_reason.c_str(), prompt_tokens, g.tokens.size(), g.prefill_seconds,
-      g.decode_seconds);
+      g.finish_reason.c_str(), prompt_tokens, g.tokens.size(), g.prefill_seconds, g.decode_seconds);
 }
 
 absl::Status Run() {
@@ -136,9 +135,9 @@ absl::Status Run() {
   engine_options.scheduler.max_num_seqs = 1;
   engine_options.scheduler.max_num_batched_tokens = static_cast<int32_t>(options.max_num_tokens);
   engine_options.scheduler.max_model_len = static_cast<int32_t>(options.max_model_len);
-  ASSIGN_OR_RETURN(std::unique_ptr<Engine> engine,
-                   Engine::Create(std::move(runner), std::move(backend), tokenizer,
-                                  std::move(engine_options)));
+  ASSIGN_OR_RETURN(
+      std::unique_ptr<Engine> engine,
+      Engine::Create(std::move(runner), std::move(backend), tokenizer, std::move(engine_options)));
   ASSIGN_OR_RETURN(std::vector<int32_t> prompt, PromptIdsFromFlags(vocab, tokenizer.get()));
   const size_t prompt_tokens = prompt.size();
   ASSIGN_OR_RETURN(Generated g, Generate(*engine, std::move(prompt), max_tokens));

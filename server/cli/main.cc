@@ -35,7 +35,7 @@ int main(int argc, char** argv) {
   if (command == "generate") return mlaserve::RunGenerateCommand();
   if (command == "tokenize") return mlaserve::RunTokenizeCommand();
   std::fprintf(stderr, "mlaserve: unknown subcommand \"%.*s\"\n%.*s\n",
-               static_cast<int>(command.size()), command.data(),
-               static_cast<int>(kUsage.size()), kUsage.data());
+               static_cast<int>(command.size()), command.data(), static_cast<int>(kUsage.size()),
+               kUsage.data());
   return 2;
 }

@@ -20,11 +20,11 @@
 #include "engine/tokenizer/tokenizer.h"
 #include "kernels/dtype.h"
 #include "server/cli/engine_flags.h"
-#include "server/grpc/inference_server.h"
-#include "server/common/log.h"
 #include "server/cli/metrics_flags.h"
+#include "server/common/log.h"
 #include "server/common/serving_engine.h"
 #include "server/common/version.h"
+#include "server/grpc/inference_server.h"
 
 ABSL_FLAG(std::string, host, "0.0.0.0", "gRPC bind address (0.0.0.0 also serves IPv6)");
 ABSL_FLAG(int, port, 50051, "gRPC port (Inference, grpc.health.v1, reflection)");
