@@ -25,6 +25,7 @@ struct Fields {
   v1::GenerateRequest proto;  // sampling, stopping, priority, logprobs
   OpenAiRequest out;
   int64_t n = 1;
+  int64_t best_of = 0;  // 0: not given
   const json* prompt = nullptr;
   json messages;
   const json* tools = nullptr;
@@ -243,10 +244,7 @@ const FieldSpec kFields[] = {
      }},
     {"best_of", kCompletionsOnly,
      [](const json& v, std::string_view field, Fields& f) {
-       int64_t best_of = 0;
-       if (absl::Status s = Integer(v, field, 1, kMaxOpenAiChoices, &best_of); !s.ok()) return s;
-       if (best_of != f.n) return Invalid(field, "only best_of equal to n is supported");
-       return absl::OkStatus();
+       return Integer(v, field, 1, kMaxOpenAiChoices, &f.best_of);
      }},
     {"stream", kBoth,
      [](const json& v, std::string_view field, Fields& f) {
@@ -452,6 +450,9 @@ absl::StatusOr<OpenAiRequest> Parse(OpenAiEndpoint endpoint, std::string_view bo
                      "`)"));
   }
   f.out.model = model.name;
+  if (f.best_of != 0 && f.best_of != f.n) {
+    return Invalid("best_of", "only best_of equal to n is supported");
+  }
   if (endpoint == OpenAiEndpoint::kChatCompletions && f.proto.top_logprobs() > 0 &&
       !f.proto.return_logprobs()) {
     return Invalid("top_logprobs", "needs logprobs: true");

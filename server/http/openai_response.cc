@@ -62,6 +62,17 @@ json CompletionLogprobs(const OpenAiResponseHeader& h, const ChoiceOutput& outpu
           {"text_offset", std::move(text_offset)}};
 }
 
+// The field a message names first: "top_p: 3 is outside (0, 1]", "prompt[2] = 300 is not a
+// token id ..."; empty when it names none.
+std::string FieldOf(const std::string& message) {
+  const size_t end = message.find_first_not_of(
+      "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.[]");
+  if (end == 0 || end == std::string::npos) return "";
+  const std::string_view rest = std::string_view(message).substr(end);
+  if (rest.substr(0, 2) != ": " && rest.substr(0, 3) != " = ") return "";
+  return message.substr(0, end);
+}
+
 }  // namespace
 
 const char* OpenAiFinishReason(FinishReason reason) {
@@ -156,13 +167,8 @@ int HttpStatus(const absl::Status& status) {
 
 json ErrorBody(const absl::Status& status) {
   const std::string message(status.message());
-  // The field a message names comes first: "top_p: 1.5 is outside (0, 1]".
   json param = nullptr;
-  const size_t colon = message.find(": ");
-  if (colon != std::string::npos && colon > 0 &&
-      message.find_first_of(" \"`") > colon) {
-    param = message.substr(0, colon);
-  }
+  if (const std::string field = FieldOf(message); !field.empty()) param = field;
   const int http = HttpStatus(status);
   const char* type = http == 429   ? "rate_limit_error"
                      : http == 404 ? "not_found_error"
