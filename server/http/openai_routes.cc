@@ -196,7 +196,8 @@ Routed OpenAiRoutes::Complete(OpenAiEndpoint endpoint, std::string_view body,
                           .chat_template = chat_template.get()};
   absl::StatusOr<OpenAiRequest> request = ParseOpenAiRequest(endpoint, body, model);
   if (!request.ok()) {
-    observer_->OnFailed(request.status().code());
+    // An unknown model or a model without a chat template is the request's fault as well.
+    observer_->OnFailed(absl::StatusCode::kInvalidArgument);
     return {.reply = ErrorReply(request.status())};
   }
   absl::StatusOr<std::unique_ptr<Generation>> generation =
