@@ -16,15 +16,16 @@ using json = nlohmann::json;
 
 std::string NewResponseId(OpenAiEndpoint endpoint) {
   thread_local std::mt19937_64 random(std::random_device{}());
-  return absl::StrFormat("%s-%016x", endpoint == OpenAiEndpoint::kChatCompletions ? "chatcmpl" : "cmpl",
-                         random());
+  return absl::StrFormat(
+      "%s-%016x", endpoint == OpenAiEndpoint::kChatCompletions ? "chatcmpl" : "cmpl", random());
 }
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<Generation>> Generation::Start(
-    OpenAiRequest request, std::shared_ptr<ServingEngine> engine, RequestObserver* observer,
-    std::function<void()> wake) {
+absl::StatusOr<std::unique_ptr<Generation>> Generation::Start(OpenAiRequest request,
+                                                              std::shared_ptr<ServingEngine> engine,
+                                                              RequestObserver* observer,
+                                                              std::function<void()> wake) {
   OpenAiResponseHeader header{.endpoint = request.endpoint,
                               .id = NewResponseId(request.endpoint),
                               .created = absl::ToUnixSeconds(absl::Now()),
@@ -81,8 +82,7 @@ void Generation::TakeChoice(int index, std::string* events) {
     observer_->OnTokensSent(static_cast<int32_t>(update.token_ids.size()));
   }
   c.output.text += update.text;
-  c.output.logprobs.insert(c.output.logprobs.end(), update.logprobs.begin(),
-                           update.logprobs.end());
+  c.output.logprobs.insert(c.output.logprobs.end(), update.logprobs.begin(), update.logprobs.end());
   if (events != nullptr) {
     const bool chat = request_.endpoint == OpenAiEndpoint::kChatCompletions;
     if (chat && !c.role_sent) {
@@ -91,13 +91,13 @@ void Generation::TakeChoice(int index, std::string* events) {
                     {"delta", {{"role", "assistant"}, {"content", ""}}},
                     {"logprobs", nullptr},
                     {"finish_reason", nullptr}};
-      events->append(SseEvent(Chunk(header_, json::array({std::move(delta)}),
-                                    request_.include_usage)));
+      events->append(
+          SseEvent(Chunk(header_, json::array({std::move(delta)}), request_.include_usage)));
     }
     if (!c.output.text.empty() || !c.output.logprobs.empty()) {
       json choice = Choice(header_, index, c.output, c.text_offset, /*delta=*/true, nullptr);
-      events->append(SseEvent(Chunk(header_, json::array({std::move(choice)}),
-                                    request_.include_usage)));
+      events->append(
+          SseEvent(Chunk(header_, json::array({std::move(choice)}), request_.include_usage)));
       c.text_offset += static_cast<int64_t>(c.output.text.size());
       c.output = {};
     }

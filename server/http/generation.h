@@ -59,10 +59,10 @@ class Generation {
  private:
   struct ChoiceState {
     std::shared_ptr<RequestStream> stream;
-    ChoiceOutput output;          // the whole output (not streaming) or the pending delta
-    int64_t text_offset = 0;      // text already streamed
-    bool role_sent = false;       // chat: the assistant role delta went out
-    bool ended = false;           // the terminal update was taken
+    ChoiceOutput output;      // the whole output (not streaming) or the pending delta
+    int64_t text_offset = 0;  // text already streamed
+    bool role_sent = false;   // chat: the assistant role delta went out
+    bool ended = false;       // the terminal update was taken
     std::optional<Completion> completion;
   };
 

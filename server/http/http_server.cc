@@ -39,17 +39,16 @@ struct HttpServer::Io {
   OpenAiRoutes* routes = nullptr;
 
   void Accept() {
-    acceptor.async_accept(net::make_strand(context),
-                          [this](boost::system::error_code ec, tcp::socket socket) {
-                            if (ec) {
-                              // Closed by Stop; other errors (out of descriptors) pass.
-                              if (!acceptor.is_open()) return;
-                            } else {
-                              std::make_shared<HttpSession>(std::move(socket), routes, session)
-                                  ->Run();
-                            }
-                            Accept();
-                          });
+    acceptor.async_accept(
+        net::make_strand(context), [this](boost::system::error_code ec, tcp::socket socket) {
+          if (ec) {
+            // Closed by Stop; other errors (out of descriptors) pass.
+            if (!acceptor.is_open()) return;
+          } else {
+            std::make_shared<HttpSession>(std::move(socket), routes, session)->Run();
+          }
+          Accept();
+        });
   }
 };
 
@@ -76,8 +75,8 @@ absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(HttpServerOptions 
                     o.routes.max_prompt_bytes * kBodyBytesPerPromptByte + (64 << 10))};
   boost::system::error_code ec;
   const bool dual_stack = o.host == "0.0.0.0" && Ipv6Available();
-  net::ip::address address = dual_stack ? net::ip::address(net::ip::address_v6::any())
-                                        : net::ip::make_address(o.host, ec);
+  net::ip::address address =
+      dual_stack ? net::ip::address(net::ip::address_v6::any()) : net::ip::make_address(o.host, ec);
   if (ec) {
     tcp::resolver resolver(io.context);
     const auto results = resolver.resolve(o.host, "", ec);
@@ -94,8 +93,8 @@ absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(HttpServerOptions 
   if (!ec) io.acceptor.bind(endpoint, ec);
   if (!ec) io.acceptor.listen(net::socket_base::max_listen_connections, ec);
   if (ec) {
-    return absl::UnavailableError(absl::StrCat("--http_port: cannot listen on ", o.host, ":",
-                                               o.port, ": ", ec.message()));
+    return absl::UnavailableError(
+        absl::StrCat("--http_port: cannot listen on ", o.host, ":", o.port, ": ", ec.message()));
   }
   server->port_ = io.acceptor.local_endpoint().port();
   io.Accept();

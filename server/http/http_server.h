@@ -27,8 +27,8 @@ struct HttpServerOptions {
   std::string host = "0.0.0.0";  // "0.0.0.0" also serves IPv6 where the host has it
   int port = 8000;               // 0: any free port (see HttpServer::port)
   int num_threads = 2;           // I/O threads
-  absl::Duration idle_timeout = absl::Seconds(300);   // keep-alive connection without a request
-  absl::Duration write_timeout = absl::Seconds(60);   // one write to a client; zero: never
+  absl::Duration idle_timeout = absl::Seconds(300);  // keep-alive connection without a request
+  absl::Duration write_timeout = absl::Seconds(60);  // one write to a client; zero: never
   OpenAiRoutesOptions routes;
 };
 

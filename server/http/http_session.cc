@@ -44,19 +44,18 @@ void HttpSession::ReadRequest() {
   parser_.emplace();
   parser_->body_limit(options_.max_body_bytes);
   stream_.expires_after(absl::ToChronoSeconds(options_.idle_timeout));
-  http::async_read(stream_, buffer_, *parser_,
-                   [self = shared_from_this()](beast::error_code ec, size_t) {
-                     self->OnRequest(ec);
-                   });
+  http::async_read(
+      stream_, buffer_, *parser_,
+      [self = shared_from_this()](beast::error_code ec, size_t) { self->OnRequest(ec); });
 }
 
 void HttpSession::OnRequest(beast::error_code ec) {
   if (ec == http::error::body_limit) {
     keep_alive_ = false;
     Reply({.status = 413,
-           .body = Dump(ErrorBody(absl::InvalidArgumentError(absl::StrCat(
-               "body: over the limit of ", options_.max_body_bytes,
-               " bytes (a multiple of --max_prompt_bytes)"))))});
+           .body = Dump(ErrorBody(absl::InvalidArgumentError(
+               absl::StrCat("body: over the limit of ", options_.max_body_bytes,
+                            " bytes (a multiple of --max_prompt_bytes)"))))});
     return;
   }
   if (ec) {
@@ -67,7 +66,9 @@ void HttpSession::OnRequest(beast::error_code ec) {
   http_version_ = request.version();
   keep_alive_ = request.keep_alive();
   stream_.expires_never();
-  const auto view = [](boost::beast::string_view v) { return std::string_view(v.data(), v.size()); };
+  const auto view = [](boost::beast::string_view v) {
+    return std::string_view(v.data(), v.size());
+  };
   Routed routed = routes_->Handle(view(request.method_string()), view(request.target()),
                                   request.body(), [this] { Wake(); });
   if (routed.generation == nullptr) {

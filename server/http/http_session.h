@@ -80,7 +80,7 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
   bool header_written_ = false;
   bool write_in_flight_ = false;
   bool last_chunk_written_ = false;
-  bool watching_ = false;    // a Watch read is open
+  bool watching_ = false;      // a Watch read is open
   bool next_request_ = false;  // the response is complete: the watch read starts the next one
   bool closed_ = false;
   std::unique_ptr<Generation> generation_;

@@ -34,9 +34,9 @@ inline constexpr uint32_t kDefaultCompletionMaxTokens = 16;
 
 // What parsing needs to know about the served model.
 struct OpenAiModel {
-  std::string name;                            // the only `model` accepted
+  std::string name;  // the only `model` accepted
   ModelLimits limits;
-  const Tokenizer* tokenizer = nullptr;        // null: only token-id prompts
+  const Tokenizer* tokenizer = nullptr;         // null: only token-id prompts
   const ChatTemplate* chat_template = nullptr;  // null: chat is refused
 };
 

@@ -42,8 +42,7 @@ json ChatLogprobs(const OpenAiResponseHeader& h, const ChoiceOutput& output) {
   return {{"content", std::move(content)}};
 }
 
-json CompletionLogprobs(const OpenAiResponseHeader& h, const ChoiceOutput& output,
-                        int64_t offset) {
+json CompletionLogprobs(const OpenAiResponseHeader& h, const ChoiceOutput& output, int64_t offset) {
   json tokens = json::array(), token_logprobs = json::array(), top_logprobs = json::array(),
        text_offset = json::array();
   for (const TokenChoice& choice : output.logprobs) {

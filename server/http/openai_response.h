@@ -42,8 +42,7 @@ nlohmann::json Usage(int64_t prompt_tokens, int64_t completion_tokens);
 // The logprobs object of a choice: chat {"content": [{token, logprob, bytes, top_logprobs}]},
 // completions {tokens, token_logprobs, top_logprobs, text_offset}; null when `output` has none.
 // `text_offset` starts at `offset`, the choice's text length before this output.
-nlohmann::json Logprobs(const OpenAiResponseHeader& h, const ChoiceOutput& output,
-                        int64_t offset);
+nlohmann::json Logprobs(const OpenAiResponseHeader& h, const ChoiceOutput& output, int64_t offset);
 
 // One element of "choices": chat {index, message|delta, logprobs, finish_reason},
 // completions {index, text, logprobs, finish_reason}. `finish` is null while streaming.

@@ -63,8 +63,8 @@ bool OpenAiRoutes::WaitForNoGenerations(absl::Time deadline) {
   return mu_.AwaitWithDeadline(absl::Condition(&idle), deadline);
 }
 
-Routed OpenAiRoutes::Handle(std::string_view method, std::string_view target,
-                            std::string_view body, std::function<void()> wake) {
+Routed OpenAiRoutes::Handle(std::string_view method, std::string_view target, std::string_view body,
+                            std::function<void()> wake) {
   const std::string_view path = target.substr(0, target.find('?'));
   const bool get = method == "GET", post = method == "POST";
   if (path == "/health" && get) return {.reply = Health()};
@@ -128,7 +128,8 @@ HttpReply OpenAiRoutes::Tokenize(std::string_view body) const {
   if (!request.ok()) return ErrorReply(request.status());
   const json& prompt = (*request)["prompt"];
   const json& add_special = (*request)["add_special_tokens"];
-  if (!prompt.is_string()) return ErrorReply(absl::InvalidArgumentError("prompt: must be a string"));
+  if (!prompt.is_string())
+    return ErrorReply(absl::InvalidArgumentError("prompt: must be a string"));
   if (!add_special.is_null() && !add_special.is_boolean()) {
     return ErrorReply(absl::InvalidArgumentError("add_special_tokens: must be a boolean"));
   }
@@ -168,8 +169,8 @@ HttpReply OpenAiRoutes::Detokenize(std::string_view body) const {
       DetokenizeIds(proto, engine->info().model_config.vocab_size);
   if (!ids.ok()) {
     // The validator names the proto field "ids".
-    return ErrorReply(absl::InvalidArgumentError(
-        absl::StrCat("tokens", ids.status().message().substr(3))));
+    return ErrorReply(
+        absl::InvalidArgumentError(absl::StrCat("tokens", ids.status().message().substr(3))));
   }
   return JsonReply({{"prompt", tokenizer->Decode(*ids, /*skip_special_tokens=*/false)}});
 }

@@ -6,8 +6,8 @@
 //   GET  /v1/models[/{id}]       the served model
 //   POST /v1/completions         text_completion (SSE with "stream": true)
 //   POST /v1/chat/completions    chat.completion (SSE with "stream": true)
-//   POST /tokenize               {"prompt", "add_special_tokens"} → {"tokens", "count", "max_model_len"}
-//   POST /detokenize             {"tokens"} → {"prompt"}
+//   POST /tokenize               {"prompt", "add_special_tokens"} → {"tokens", "count",
+//   "max_model_len"} POST /detokenize             {"tokens"} → {"prompt"}
 //
 // Until SetEngine every route but /health answers 503; after StartDraining new completions
 // answer 503 while the other routes keep answering.

@@ -1,5 +1,4 @@
 #include "server/http/openai_request.h"
-#include "server/http/openai_response.h"
 
 #include <cstdlib>
 #include <memory>
@@ -7,6 +6,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "server/http/openai_response.h"
 
 namespace mlaserve {
 namespace {
@@ -128,7 +128,8 @@ TEST(OpenAiRequestTest, ShapesAndUnsupportedFieldsAreRefusedByName) {
                    "messages[0].content[0]", OpenAiEndpoint::kChatCompletions);
   ExpectFieldError(R"({"messages": [{"role": "user", "content": "x"}], "tool_choice": "required"})",
                    "tool_choice", OpenAiEndpoint::kChatCompletions);
-  ExpectFieldError(R"({"messages": [], "prompt": "x"})", "prompt", OpenAiEndpoint::kChatCompletions);
+  ExpectFieldError(R"({"messages": [], "prompt": "x"})", "prompt",
+                   OpenAiEndpoint::kChatCompletions);
 }
 
 TEST(OpenAiRequestTest, UnknownModelIsNotFound) {
@@ -157,10 +158,11 @@ TEST(OpenAiRequestTest, ChatNeedsATemplateAndATokenizer) {
       std::string(std::getenv("MLASERVE_SOURCE_DIR")) + "/tests/server/data/tiny_tokenizer");
   ASSERT_TRUE(tokenizer.ok()) << tokenizer.status();
   model.tokenizer = tokenizer->get();
-  r = ParseOpenAiRequest(OpenAiEndpoint::kChatCompletions,
-                         R"({"messages": [{"role": "user", "content": [{"type": "text", "text": "hi"}]}],
+  r = ParseOpenAiRequest(
+      OpenAiEndpoint::kChatCompletions,
+      R"({"messages": [{"role": "user", "content": [{"type": "text", "text": "hi"}]}],
                              "max_completion_tokens": 3})",
-                         model);
+      model);
   ASSERT_TRUE(r.ok()) << r.status();
   const nlohmann::json messages = {{{"role", "user"}, {"content", "hi"}}};
   absl::StatusOr<std::string> rendered = chat_template->Render({.messages = &messages});

@@ -73,11 +73,11 @@ TEST(OpenAiResponseTest, ErrorsNameTheirFieldAndStatus) {
   EXPECT_EQ(error["error"]["param"], "top_p");
   EXPECT_EQ(error["error"]["type"], "invalid_request_error");
   EXPECT_EQ(error["error"]["message"], "top_p: 3 is outside (0, 1]");
-  EXPECT_TRUE(ErrorBody(absl::UnavailableError("the server is draining"))["error"]["param"]
-                  .is_null());
-  EXPECT_EQ(ErrorBody(absl::InvalidArgumentError("prompt[2] = 300 is not a token id"))["error"]
-                     ["param"],
-            "prompt[2]");
+  EXPECT_TRUE(
+      ErrorBody(absl::UnavailableError("the server is draining"))["error"]["param"].is_null());
+  EXPECT_EQ(
+      ErrorBody(absl::InvalidArgumentError("prompt[2] = 300 is not a token id"))["error"]["param"],
+      "prompt[2]");
   EXPECT_EQ(ErrorBody(absl::NotFoundError("model: no"))["error"]["code"], "model_not_found");
   EXPECT_EQ(HttpStatus(absl::InvalidArgumentError("")), 400);
   EXPECT_EQ(HttpStatus(absl::FailedPreconditionError("")), 400);
