@@ -180,8 +180,6 @@ absl::StatusOr<OpenAiRequest> Parse(OpenAiEndpoint endpoint, std::string_view bo
       if (seed.has_value()) *seed += static_cast<uint64_t>(i);
     }
   }
-  f.out.logprobs = f.proto.return_logprobs() || f.proto.top_logprobs() > 0;
-  f.out.top_logprobs = static_cast<int32_t>(f.proto.top_logprobs());
   f.out.n = static_cast<int32_t>(f.n);
   return std::move(f.out);
 }

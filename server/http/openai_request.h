@@ -46,8 +46,6 @@ struct OpenAiRequest {
   std::string model;
   bool stream = false;
   bool include_usage = false;  // stream_options.include_usage
-  bool logprobs = false;       // report the sampled tokens' logprobs
-  int32_t top_logprobs = 0;    // alternatives per token
   int32_t n = 1;               // choices per prompt
   // One per choice, choice index order: prompt p's n samples are choices p*n .. p*n+n-1. Ids
   // are left empty (the server assigns them); with a seed, sample i draws with seed + i.

@@ -56,13 +56,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
   FUZZ_CHECK(!request->choices.empty());
   FUZZ_CHECK(static_cast<int>(request->choices.size()) <= mlaserve::kMaxOpenAiChoices);
-  FUZZ_CHECK(request->top_logprobs <= static_cast<int32_t>(mlaserve::kMaxTopLogprobs));
   for (const mlaserve::Request& choice : request->choices) {
     FUZZ_CHECK(!choice.prompt_token_ids.empty());
     FUZZ_CHECK(static_cast<int32_t>(choice.prompt_token_ids.size()) <
                model.limits.max_context_tokens);
     for (int32_t id : choice.prompt_token_ids) FUZZ_CHECK(id >= 0 && id < model.limits.vocab_size);
     FUZZ_CHECK(!choice.stopping.max_tokens.has_value() || *choice.stopping.max_tokens > 0);
+    FUZZ_CHECK(choice.top_logprobs <= static_cast<int32_t>(mlaserve::kMaxTopLogprobs));
   }
   return 0;
 }
