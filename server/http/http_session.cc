@@ -205,6 +205,9 @@ void HttpSession::OnEventsWritten(beast::error_code ec) {
 void HttpSession::Watch() {
   if (watching_ || closed_ || buffer_.size() >= kMaxWatchBytes) return;
   watching_ = true;
+  // No timeout on this read: a completion may stream for longer than any idle limit. With a
+  // write pending this resets the read timer only (the write keeps its timeout).
+  stream_.expires_never();
   stream_.async_read_some(buffer_.prepare(4096),
                           [self = shared_from_this()](beast::error_code ec, size_t bytes) {
                             self->OnWatched(ec, bytes);
