@@ -147,6 +147,9 @@ absl::StatusOr<OpenAiRequest> Parse(OpenAiEndpoint endpoint, std::string_view bo
   if (f.best_of != 0 && f.best_of != f.n) {
     return Invalid("best_of", "only best_of equal to n is supported");
   }
+  if (f.out.include_usage && !f.out.stream) {
+    return Invalid("stream_options", "needs stream: true");
+  }
   if (endpoint == OpenAiEndpoint::kChatCompletions && f.proto.top_logprobs() > 0 &&
       !f.proto.return_logprobs()) {
     return Invalid("top_logprobs", "needs logprobs: true");

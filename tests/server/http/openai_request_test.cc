@@ -112,6 +112,8 @@ TEST(OpenAiRequestTest, ShapesAndUnsupportedFieldsAreRefusedByName) {
   ExpectFieldError(R"({"prompt": [1], "suffix": "x"})", "suffix");
   ExpectFieldError(R"({"prompt": [1], "frobnicate": 1})", "frobnicate");
   ExpectFieldError(R"({"prompt": [1], "stream_options": {"x": true}})", "stream_options.x");
+  ExpectFieldError(R"({"prompt": [1], "stream_options": {"include_usage": true}})",
+                   "stream_options");
   ExpectFieldError(R"({"prompt": [1], "messages": []})", "messages");
   ExpectFieldError(R"({"prompt": []})", "prompt");
   ExpectFieldError(R"({"prompt": [-1]})", "prompt");
