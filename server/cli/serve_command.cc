@@ -13,10 +13,12 @@
 
 #include "absl/flags/flag.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
 #include "engine/engine.h"
 #include "engine/model_runner.h"
 #include "engine/status_macros.h"
+#include "engine/tokenizer/chat_template.h"
 #include "engine/tokenizer/tokenizer.h"
 #include "kernels/dtype.h"
 #include "server/cli/engine_flags.h"
@@ -25,6 +27,7 @@
 #include "server/common/serving_engine.h"
 #include "server/common/version.h"
 #include "server/grpc/inference_server.h"
+#include "server/http/http_server.h"
 
 ABSL_FLAG(std::string, host, "0.0.0.0", "gRPC bind address (0.0.0.0 also serves IPv6)");
 ABSL_FLAG(int, port, 50051, "gRPC port (Inference, grpc.health.v1, reflection)");
@@ -51,6 +54,13 @@ ABSL_FLAG(int64_t, max_prompt_bytes, int64_t{1} << 20,
           "longest text prompt (Generate, Tokenize) in bytes, refused before tokenization");
 ABSL_FLAG(double, stream_write_timeout_s, 60,
           "cancel a Generate stream whose client takes no message for this long (0 = never)");
+ABSL_FLAG(int, http_port, 8000,
+          "OpenAI-compatible HTTP API (/v1/completions, /v1/chat/completions, /v1/models, "
+          "/health); 0 turns it off");
+ABSL_FLAG(int, http_threads, 2, "I/O threads of the HTTP API");
+ABSL_FLAG(std::string, chat_template, "",
+          "Jinja chat template file for /v1/chat/completions; default: the model's "
+          "tokenizer_config.json chat_template");
 ABSL_FLAG(bool, enable_prefix_caching, true, "reuse KV blocks of shared prompt prefixes");
 
 namespace mlaserve {
@@ -120,6 +130,39 @@ absl::StatusOr<std::unique_ptr<ServingEngine>> LoadEngine(Metrics* metrics) {
   return MakeServingEngine(std::move(engine), std::move(tokenizer), std::move(description));
 }
 
+// The chat template of /v1/chat/completions: --chat_template, else the model's; null when the
+// model has none (chat requests then answer 400). A template that fails to compile fails
+// start-up with its message.
+absl::StatusOr<std::shared_ptr<const ChatTemplate>> LoadChatTemplate() {
+  const std::string override_file = absl::GetFlag(FLAGS_chat_template);
+  absl::StatusOr<ChatTemplate> loaded = ChatTemplate::Load(ModelDirFromFlags(), override_file);
+  if (loaded.ok()) return std::make_shared<const ChatTemplate>(*std::move(loaded));
+  if (absl::IsNotFound(loaded.status()) && override_file.empty()) {
+    LogEvent("no_chat_template", {{"model", ModelDirFromFlags()},
+                                  {"effect", std::string("chat completions answer 400")}});
+    return nullptr;
+  }
+  return absl::Status(loaded.status().code(),
+                      absl::StrCat("--chat_template: ", loaded.status().message()));
+}
+
+// The HTTP API, or null with --http_port=0. /health follows the gRPC health watchdog.
+absl::StatusOr<std::unique_ptr<HttpServer>> StartHttpFromFlags(
+    const InferenceServerOptions& grpc_options, const InferenceServer* grpc_server) {
+  if (absl::GetFlag(FLAGS_http_port) == 0) return nullptr;
+  HttpServerOptions options;
+  options.host = grpc_options.host;
+  options.port = absl::GetFlag(FLAGS_http_port);
+  options.num_threads = absl::GetFlag(FLAGS_http_threads);
+  options.write_timeout = grpc_options.stream_write_timeout;
+  options.routes = {.max_prompt_bytes = grpc_options.max_prompt_bytes,
+                    .observer = grpc_options.observer,
+                    .not_serving_reason = [grpc_server] {
+                      return grpc_server->health_monitor().not_serving_reason();
+                    }};
+  return HttpServer::Start(std::move(options));
+}
+
 // Blocks SIGTERM and SIGINT in this thread and every thread started later, and turns their
 // first delivery into `shutdown`.
 void WaitForSignalsInBackground(std::shared_ptr<absl::Notification> shutdown) {
@@ -150,6 +193,12 @@ absl::Status Run() {
 
   LogEvent("starting", {{"version", std::string(Version())}});
   ASSIGN_OR_RETURN(std::unique_ptr<InferenceServer> server, InferenceServer::Start(server_options));
+  ASSIGN_OR_RETURN(std::unique_ptr<HttpServer> http,
+                   StartHttpFromFlags(server_options, server.get()));
+  std::shared_ptr<const ChatTemplate> chat_template;
+  if (http != nullptr) {
+    ASSIGN_OR_RETURN(chat_template, LoadChatTemplate());
+  }
   LogEvent("loading", {{"model", ModelDirFromFlags()}});
   const absl::Time load_start = absl::Now();
   ASSIGN_OR_RETURN(std::shared_ptr<ServingEngine> engine, LoadEngine(metrics.metrics.get()));
@@ -161,11 +210,21 @@ absl::Status Run() {
                      {"max_context_tokens", int64_t{engine->info().max_context_tokens}},
                      {"kv_blocks", int64_t{stats.kv_blocks_total}},
                      {"kv_block_size", int64_t{stats.kv_block_size}},
-                     {"metrics_port", int64_t{metrics.server ? metrics.server->port() : 0}}});
+                     {"metrics_port", int64_t{metrics.server ? metrics.server->port() : 0}},
+                     {"http_port", int64_t{http ? http->port() : 0}}});
   if (metrics.metrics != nullptr) metrics.metrics->SetEngine(engine);
+  if (http != nullptr) http->routes().SetEngine(engine, std::move(chat_template));
   server->SetEngine(std::move(engine));
   shutdown->WaitForNotification();
+  // HTTP refuses new completions first; the engine drain then ends every running request,
+  // and HTTP streams get their final chunks out before the I/O threads stop.
+  if (http != nullptr) http->routes().StartDraining();
   server->DrainAndShutdown(Seconds(FLAGS_drain_timeout_s));
+  if (http != nullptr) {
+    const bool delivered = http->routes().WaitForNoGenerations(absl::Now() + absl::Seconds(5));
+    http->Stop();
+    LogEvent("http_drain_finished", {{"all_streams_delivered", delivered}});
+  }
   return absl::OkStatus();
 }
 

@@ -34,6 +34,11 @@ HealthMonitor::~HealthMonitor() {
   thread_.join();
 }
 
+std::string HealthMonitor::not_serving_reason() const {
+  absl::MutexLock lock(&mu_);
+  return logged_ ? reason_ : std::string("loading");
+}
+
 void HealthMonitor::Poll() {
   const std::shared_ptr<ServingEngine> engine = inference_->engine();
   absl::MutexLock lock(&mu_);

@@ -51,13 +51,17 @@ class HealthMonitor {
   // logs every change of status with its reason.
   void Poll();
 
+  // Why the server is not serving as of the latest Poll ("loading", "draining",
+  // "engine_failed", "stalled"); empty while it is serving. The HTTP /health answers by it.
+  std::string not_serving_reason() const;
+
  private:
   HealthService* const health_;
   InferenceService* const inference_;
   const absl::Duration poll_interval_;
   absl::Notification stop_;
 
-  absl::Mutex mu_;
+  mutable absl::Mutex mu_;
   StallDetector stall_ ABSL_GUARDED_BY(mu_);
   std::string reason_ ABSL_GUARDED_BY(mu_);  // why not serving; empty when serving
   bool logged_ ABSL_GUARDED_BY(mu_) = false;

@@ -76,6 +76,7 @@ class InferenceServer {
 
   InferenceService& inference() { return inference_; }
   HealthService& health() { return health_; }
+  const HealthMonitor& health_monitor() const { return *monitor_; }
 
  private:
   explicit InferenceServer(InferenceServiceOptions options);
