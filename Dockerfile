@@ -33,7 +33,7 @@ RUN ldconfig \
  && groupadd --system --gid 10001 mlaserve \
  && useradd --system --uid 10001 --gid 10001 --no-create-home --shell /usr/sbin/nologin mlaserve
 USER 10001:10001
-EXPOSE 50051 9400
+EXPOSE 50051 8000 9400
 ENTRYPOINT ["mlaserve"]
 
 # ---- CUDA: build on the CUDA development image ---------------------------------------------
@@ -56,5 +56,5 @@ RUN ldconfig \
  && groupadd --system --gid 10001 mlaserve \
  && useradd --system --uid 10001 --gid 10001 --no-create-home --shell /usr/sbin/nologin mlaserve
 USER 10001:10001
-EXPOSE 50051 9400
+EXPOSE 50051 8000 9400
 ENTRYPOINT ["mlaserve"]

@@ -36,6 +36,7 @@
 #include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "engine/config.h"
+#include "engine/engine_stats.h"
 #include "engine/model_runner.h"
 #include "engine/request.h"
 #include "engine/request_stream.h"
@@ -46,16 +47,6 @@ namespace mlaserve {
 
 class Tokenizer;
 class EngineCore;
-
-// One step that ran the model, as EngineOptions::on_step sees it.
-struct StepObservation {
-  StepKind kind;
-  int32_t num_tokens = 0;   // tokens the step computed: prompt chunks plus decodes
-  absl::Duration duration;  // from the batch being scheduled to its tokens being sampled
-  // For every sequence that received a token other than its first in this step: the time since
-  // its previous token. Both ends are stamped with the engine's clock. Valid during the call.
-  absl::Span<const absl::Duration> inter_token;
-};
 
 struct EngineOptions {
   // Create() makes these consistent with the runner: kv_cache.block_size and num_blocks are the
@@ -70,40 +61,6 @@ struct EngineOptions {
   // Called on the engine thread after every step that ran the model (unset: nothing is called).
   // It delays the next step, so it must be cheap; it must not call into the engine.
   std::function<void(const StepObservation&)> on_step;
-};
-
-// Snapshot of the engine's state for GetServerInfo and metrics.
-struct EngineStats {
-  int32_t num_running = 0;      // sequences holding KV blocks
-  int32_t num_waiting = 0;      // queued (inbox included) or preempted
-  int32_t kv_blocks_total = 0;  // blocks that can be handed out (the reserved block excluded)
-  int32_t kv_blocks_free = 0;
-  int32_t kv_block_size = 0;  // tokens per block
-  double kv_cache_usage = 0;  // 1 - free / total
-  int32_t max_num_seqs = 0;
-  int32_t max_num_batched_tokens = 0;
-  uint64_t steps_total = 0;                          // steps that ran the model
-  absl::Time last_step_time = absl::InfinitePast();  // end of the latest such step (clock)
-  bool draining = false;
-  bool failed = false;  // the model failed; every request since then is refused
-  uint64_t num_preemptions = 0;  // running sequences preempted (recomputed later) so far
-  uint64_t prefix_cache_hit_tokens = 0;
-  uint64_t prefix_cache_query_tokens = 0;
-};
-
-// Fixed at Create().
-struct EngineInfo {
-  ModelConfig model_config;
-  // Longest sequence (prompt + output) served: the scheduler's max_context_tokens().
-  int32_t max_context_tokens = 0;
-  // Backend memory by use: ModelRunner::memory().
-  uint64_t weight_bytes = 0;
-  uint64_t kv_cache_bytes = 0;
-  uint64_t workspace_bytes = 0;
-  uint64_t graph_bytes = 0;
-  std::vector<int32_t> eos_token_ids;
-  std::vector<int32_t> graph_batch_sizes;  // decode batch sizes replayed from captured graphs
-  bool deterministic = true;               // the backend is batch-invariant
 };
 
 class Engine {
@@ -123,7 +80,8 @@ class Engine {
   Engine& operator=(const Engine&) = delete;
 
   // Queues a request and returns its stream. Assigns an id when request.id is empty; sets
-  // arrival_time to Now() unless the caller stamped it (with Now(), when the request arrived). Errors name the api.md field at fault:
+  // arrival_time to Now() unless the caller stamped it (with Now(), when the request arrived).
+  // Errors name the api.md field at fault:
   //   InvalidArgument: empty `token_ids`, an id outside [0, vocab), a prompt of
   //     max_context_tokens or more, `max_tokens` < 1, prompt + `min_tokens` over the context,
   //     a `stop_token_ids` entry outside the vocab, `top_logprobs` over 20, `stop` strings

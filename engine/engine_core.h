@@ -15,12 +15,12 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/time/time.h"
-#include "engine/engine.h"
-#include "engine/tokenizer/incremental_detokenizer.h"
+#include "engine/engine_stats.h"
 #include "engine/model_runner.h"
 #include "engine/request_stream.h"
 #include "engine/sampler.h"
 #include "engine/scheduler.h"
+#include "engine/tokenizer/incremental_detokenizer.h"
 
 namespace mlaserve {
 

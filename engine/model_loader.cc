@@ -6,7 +6,7 @@
 #include "engine/config.h"
 #include "engine/model_weights.h"
 #include "engine/status_macros.h"
-#include "engine/weights.h"
+#include "engine/weight_loader.h"
 
 namespace mlaserve {
 

@@ -8,7 +8,7 @@
 
 #include "absl/status/statusor.h"
 #include "engine/config.h"
-#include "engine/weights.h"
+#include "engine/weight_loader.h"
 #include "kernels/backend.h"
 
 namespace mlaserve {

@@ -22,7 +22,8 @@ done
 packages=(
   build-essential cmake ninja-build ccache pkg-config git
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
-  libabsl-dev prometheus-cpp-dev nlohmann-json3-dev libbenchmark-dev
+  libabsl-dev prometheus-cpp-dev nlohmann-json3-dev libbenchmark-dev libboost-dev
+  libboost-context-dev
 )
 if [ "$mode" != build-only ]; then
   packages+=(
@@ -33,6 +34,10 @@ if [ "$mode" != build-only ]; then
   # kubectl renders the Kubernetes manifests (kubectl kustomize); Debian ships it as
   # kubernetes-client. A kubectl already on PATH is kept.
   if ! command -v kubectl >/dev/null 2>&1; then packages+=(kubernetes-client); fi
+  # The OpenAI-client integration test runs the official `openai` npm package under node
+  # (tests/integration/openai/install.sh). A node already on PATH is kept.
+  if ! command -v node >/dev/null 2>&1; then packages+=(nodejs); fi
+  if ! command -v npm >/dev/null 2>&1; then packages+=(npm); fi
 fi
 if [ "$mode" = fuzz ]; then
   packages+=(clang libclang-rt-dev libomp-dev)

@@ -13,10 +13,7 @@ seconds=${1:-20}
 shift $(( $# > 0 ? 1 : 0 ))
 build_dir=${MLASERVE_FUZZ_BUILD_DIR:-build-fuzz}
 MLASERVE_BOOTSTRAP=fuzz scripts/bootstrap.sh
-if [ ! -f "$build_dir/build.ninja" ]; then
-  cmake -S . -B "$build_dir" -G Ninja -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ \
-    -DMLASERVE_FUZZ=ON -DMLASERVE_BUILD_TESTS=OFF -DMLASERVE_ENABLE_CUDA=OFF >/dev/null
-fi
+scripts/configure_clang.sh "$build_dir"
 targets=("$@")
 if [ ${#targets[@]} -eq 0 ]; then
   for src in tests/fuzz/*_fuzz.cc; do targets+=("$(basename "$src" .cc)"); done

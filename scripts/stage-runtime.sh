@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Lays out what the container image's runtime stage carries, under DEST:
 #   DEST/usr/local/bin/mlaserve
+#   DEST/usr/local/bin/mlaserve_cuda_plugin.so   the CUDA backend, where it was built (loaded only
+#                                     when the daemon uses a device)
 #   DEST/usr/local/lib/mlaserve/      the shared libraries it links (as ldd resolves them here),
 #                                     less the C library's own, which every base image has
 #   DEST/etc/ld.so.conf.d/mlaserve.conf
@@ -20,11 +22,19 @@ install -m 0755 "$binary" "$dest/usr/local/bin/mlaserve"
 
 # The C library (and the GPU driver, which the container runtime mounts) stay out.
 skip='^(linux-vdso|ld-linux|libc|libm|libpthread|libdl|librt|libresolv|libutil|libcuda|libnvidia-)[.-]'
-ldd "$binary" | while read -r name arrow path rest; do
-  if [ "$arrow" != "=>" ]; then continue; fi
-  if [[ "$name" =~ $skip ]]; then continue; fi
-  if [ "$path" = "not" ]; then echo "stage-runtime: $name not found" >&2; exit 1; fi
-  cp -L "$path" "$dest/usr/local/lib/mlaserve/$name"
+objects=("$binary")
+plugin="$build_dir/bin/mlaserve_cuda_plugin.so"
+if [ -f "$plugin" ]; then
+  install -m 0644 "$plugin" "$dest/usr/local/bin/mlaserve_cuda_plugin.so"
+  objects+=("$plugin")
+fi
+for object in "${objects[@]}"; do
+  ldd "$object" | while read -r name arrow path rest; do
+    if [ "$arrow" != "=>" ]; then continue; fi
+    if [[ "$name" =~ $skip ]]; then continue; fi
+    if [ "$path" = "not" ]; then echo "stage-runtime: $name not found" >&2; exit 1; fi
+    cp -L "$path" "$dest/usr/local/lib/mlaserve/$name"
+  done
 done
 echo /usr/local/lib/mlaserve > "$dest/etc/ld.so.conf.d/mlaserve.conf"
 

@@ -2,14 +2,17 @@
 # Sets everything up, builds, and runs the test suite (all but the `gpu` label when no GPU is
 # present). This is the README's test command and what CI runs.
 #
-# After the suite, a short bounded fuzzing run: every fuzz target for 10 s from its committed
-# seeds with a fixed seed (scripts/fuzz.sh; MLASERVE_TEST_FUZZ=0 skips it). Opt-in extra
+# After the suite, every target is compiled again with clang 14 and -Werror
+# (scripts/clang_build.sh; MLASERVE_TEST_CLANG=0 skips it), then a short bounded fuzzing run
+# from that build: every fuzz target for 10 s from its committed seeds with a fixed seed
+# (scripts/fuzz.sh; MLASERVE_TEST_FUZZ=0 skips it). Opt-in extra
 # (docs/reliability.md): --sanitize (or MLASERVE_TEST_SANITIZERS=1) runs the engine and server
 # tests under ASan+UBSan and TSan (scripts/sanitize.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 sanitize=${MLASERVE_TEST_SANITIZERS:-0}
 fuzz=${MLASERVE_TEST_FUZZ:-1}
+clang=${MLASERVE_TEST_CLANG:-1}
 for arg in "$@"; do
   case "$arg" in
     --sanitize) sanitize=1 ;;
@@ -29,4 +32,5 @@ fi
 tools/tokenizer/fetch.sh
 (cd "$build_dir" && ctest --output-on-failure -j"$(nproc)" "${exclude[@]}")
 if [ "$sanitize" = 1 ]; then scripts/sanitize.sh; fi
+if [ "$clang" = 1 ]; then scripts/clang_build.sh; fi
 if [ "$fuzz" = 1 ]; then MLASERVE_FUZZ_SEED=1 scripts/fuzz.sh 10; fi

@@ -40,6 +40,42 @@ absl::Status OptionalString(const nlohmann::json& json, const char* key, std::st
 
 }  // namespace
 
+// Reads `merges` ("left right" strings or [left, right] pairs) into merges_, ranked by position.
+absl::Status BpeModel::ParseMerges(const nlohmann::json& merges) {
+  merges_.reserve(merges.size());
+  const size_t prefix_length = continuing_subword_prefix_.size();
+  int32_t rank = 0;
+  for (const auto& merge : merges) {
+    std::string left, right;
+    if (merge.is_string()) {
+      const std::string& line = merge.get_ref<const std::string&>();
+      const size_t space = line.find(' ');
+      if (space == std::string::npos) {
+        return ModelError(absl::StrCat("merges[", rank, "] is not \"left right\""));
+      }
+      left = line.substr(0, space);
+      right = line.substr(space + 1);
+    } else if (merge.is_array() && merge.size() == 2 && merge[0].is_string() &&
+               merge[1].is_string()) {
+      left = merge[0].get<std::string>();
+      right = merge[1].get<std::string>();
+    } else {
+      return ModelError(absl::StrCat("merges[", rank, "] is neither a string nor a pair"));
+    }
+    const auto l = vocab_.find(left);
+    const auto r = vocab_.find(right);
+    const auto merged =
+        vocab_.find(absl::StrCat(left, right.substr(std::min(prefix_length, right.size()))));
+    if (l == vocab_.end() || r == vocab_.end() || merged == vocab_.end()) {
+      return ModelError(absl::StrCat("merges[", rank, "] uses a token that is not in the vocab"));
+    }
+    // A repeated pair keeps its last rank, as the reference builds its map.
+    merges_[PairKey(l->second, r->second)] = {rank, merged->second};
+    ++rank;
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<std::unique_ptr<BpeModel>> BpeModel::Parse(const nlohmann::json& json) {
   if (!json.is_object()) return ModelError("model must be an object");
   std::string type;
@@ -86,37 +122,7 @@ absl::StatusOr<std::unique_ptr<BpeModel>> BpeModel::Parse(const nlohmann::json& 
 
   const auto merges = json.find("merges");
   if (merges == json.end() || !merges->is_array()) return ModelError("merges must be an array");
-  model->merges_.reserve(merges->size());
-  const size_t prefix_length = model->continuing_subword_prefix_.size();
-  int32_t rank = 0;
-  for (const auto& merge : *merges) {
-    std::string left, right;
-    if (merge.is_string()) {
-      const std::string& line = merge.get_ref<const std::string&>();
-      const size_t space = line.find(' ');
-      if (space == std::string::npos) {
-        return ModelError(absl::StrCat("merges[", rank, "] is not \"left right\""));
-      }
-      left = line.substr(0, space);
-      right = line.substr(space + 1);
-    } else if (merge.is_array() && merge.size() == 2 && merge[0].is_string() &&
-               merge[1].is_string()) {
-      left = merge[0].get<std::string>();
-      right = merge[1].get<std::string>();
-    } else {
-      return ModelError(absl::StrCat("merges[", rank, "] is neither a string nor a pair"));
-    }
-    const auto l = model->vocab_.find(left);
-    const auto r = model->vocab_.find(right);
-    const auto merged =
-        model->vocab_.find(absl::StrCat(left, right.substr(std::min(prefix_length, right.size()))));
-    if (l == model->vocab_.end() || r == model->vocab_.end() || merged == model->vocab_.end()) {
-      return ModelError(absl::StrCat("merges[", rank, "] uses a token that is not in the vocab"));
-    }
-    // A repeated pair keeps its last rank, as the reference builds its map.
-    model->merges_[PairKey(l->second, r->second)] = {rank, merged->second};
-    ++rank;
-  }
+  if (absl::Status s = model->ParseMerges(*merges); !s.ok()) return s;
 
   model->accepts_raw_bytes_ =
       model->continuing_subword_prefix_.empty() && model->end_of_word_suffix_.empty();

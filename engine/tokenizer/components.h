@@ -131,6 +131,7 @@ class BpeModel {
   const absl::flat_hash_map<std::string, int32_t>& vocab() const { return vocab_; }
 
  private:
+  absl::Status ParseMerges(const nlohmann::json& merges);
   struct MergeTarget {
     int32_t rank;
     int32_t id;

@@ -48,6 +48,93 @@ void CheckCuSeqlens(const TensorView& cu, const char* name, int64_t num_seqs, in
   MLASERVE_CHECK(I32(cu, num_seqs) <= limit);
 }
 
+// One query tile of one head of one sequence: rows [i0, i0 + rows) of the sequence's queries,
+// online softmax over key tiles, written to out (and lse). `scratch` holds the tile's scores,
+// accumulator and running max and sum (see CpuMlaPrefill).
+struct PrefillTile {
+  int64_t seq_q0, seq_k0, len_q, len_kv;  // the sequence's first query and key row, its lengths
+  int64_t head, i0, rows;
+};
+
+void AttendQueryTile(const CpuContext& ctx, const MlaPrefillParams& p, const PrefillTile& tile,
+                     int t, float* scratch) {
+  const CpuKernels& k = ctx.k();
+  const int64_t nope_dim = p.k_nope.size(2), rope_dim = p.k_pe.size(1), v_dim = p.v.size(2);
+  const int64_t q0 = tile.seq_q0, k0 = tile.seq_k0, h = tile.head, i0 = tile.i0, rows = tile.rows;
+  const int64_t len_q = tile.len_q, len_kv = tile.len_kv;
+  const float* q = p.q.ptr<const float>();
+  const float* k_nope = p.k_nope.ptr<const float>();
+  const float* k_pe = p.k_pe.ptr<const float>();
+  const float* v = p.v.ptr<const float>();
+  const bool has_lse = !p.lse.empty();
+  float* scores = scratch;                    // [kQueryTile, kKeyTile]
+  float* o = scores + kQueryTile * kKeyTile;  // [kQueryTile, v_dim]
+  float* row_max = o + kQueryTile * v_dim;    // [kQueryTile]
+  float* row_sum = row_max + kQueryTile;      // [kQueryTile]
+  auto visible = [&](int64_t i) -> int64_t {
+    if (!p.causal) return len_kv;
+    const int64_t n = i + len_kv - len_q + 1;
+    return n < 0 ? 0 : (n > len_kv ? len_kv : n);
+  };
+  for (int64_t i = 0; i < rows * v_dim; ++i) o[i] = 0.0f;
+  for (int64_t i = 0; i < rows; ++i) {
+    row_max[i] = kNegInf;
+    row_sum[i] = 0.0f;
+  }
+  const float* q_tile = q + (q0 + i0) * p.q.stride(0) + h * p.q.stride(1);
+  const int64_t kv_end = visible(i0 + rows - 1);
+  for (int64_t j0 = 0; j0 < kv_end; j0 += kKeyTile) {
+    const int64_t cols = kv_end - j0 < kKeyTile ? kv_end - j0 : kKeyTile;
+    GemmArgs g;
+    g.a = q_tile;
+    g.lda = p.q.stride(0);
+    g.b = k_nope + (k0 + j0) * p.k_nope.stride(0) + h * p.k_nope.stride(1);
+    g.b_dtype = DType::kF32;
+    g.ldb = p.k_nope.stride(0);
+    g.c = scores;
+    g.ldc = kKeyTile;
+    g.m = rows;
+    g.k = nope_dim;
+    g.n_end = cols;
+    k.gemm(g, ctx.GemmScratch(t));
+    g.a = q_tile + nope_dim;
+    g.b = k_pe + (k0 + j0) * p.k_pe.stride(0);
+    g.ldb = p.k_pe.stride(0);
+    g.k = rope_dim;
+    g.accumulate = true;
+    k.gemm(g, ctx.GemmScratch(t));
+    for (int64_t i = 0; i < rows; ++i) {
+      const int64_t live = visible(i0 + i) - j0;
+      const int64_t n = live < 0 ? 0 : (live > cols ? cols : live);
+      k.scale(scores + i * kKeyTile, n, p.softmax_scale);
+      SoftmaxStep(k, scores + i * kKeyTile, n, cols, &row_max[i], &row_sum[i], o + i * v_dim,
+                  v_dim);
+    }
+    GemmNnArgs pv;
+    pv.a = scores;
+    pv.lda = kKeyTile;
+    pv.b = v + (k0 + j0) * p.v.stride(0) + h * p.v.stride(1);
+    pv.b_dtype = DType::kF32;
+    pv.ldb = p.v.stride(0);
+    pv.c = o;
+    pv.ldc = v_dim;
+    pv.m = rows;
+    pv.n = v_dim;
+    pv.k = cols;
+    k.gemm_nn(pv);
+  }
+  for (int64_t i = 0; i < rows; ++i) {
+    const int64_t row = q0 + i0 + i;
+    float* dst = p.out.ptr<float>() + row * p.out.stride(0) + h * p.out.stride(1);
+    const float inv = row_sum[i] > 0.0f ? 1.0f / row_sum[i] : 0.0f;
+    for (int64_t d = 0; d < v_dim; ++d) dst[d] = o[i * v_dim + d] * inv;
+    if (has_lse) {
+      p.lse.ptr<float>()[row * p.lse.stride(0) + h * p.lse.stride(1)] =
+          row_sum[i] > 0.0f ? row_max[i] + std::log(row_sum[i]) : kNegInf;
+    }
+  }
+}
+
 }  // namespace
 
 void CpuMlaPrefill(const CpuContext& ctx, const MlaPrefillParams& p) {
@@ -61,19 +148,13 @@ void CpuMlaPrefill(const CpuContext& ctx, const MlaPrefillParams& p) {
   CheckTensor(p.v, "MlaPrefill.v", DType::kF32, {num_kv, num_heads, kAnyDim});
   const int64_t v_dim = p.v.size(2);
   CheckTensor(p.out, "MlaPrefill.out", DType::kF32, {num_q, num_heads, v_dim});
-  const bool has_lse = !p.lse.empty();
-  if (has_lse) CheckTensor(p.lse, "MlaPrefill.lse", DType::kF32, {num_q, num_heads});
+  if (!p.lse.empty()) CheckTensor(p.lse, "MlaPrefill.lse", DType::kF32, {num_q, num_heads});
   MLASERVE_CHECK(!p.cu_seqlens_q.empty());
   const int64_t num_seqs = p.cu_seqlens_q.size(0) - 1;
   CheckCuSeqlens(p.cu_seqlens_q, "MlaPrefill.cu_seqlens_q", num_seqs, num_q);
   CheckCuSeqlens(p.cu_seqlens_kv, "MlaPrefill.cu_seqlens_kv", num_seqs, num_kv);
   MLASERVE_CHECK(kQueryTile * (kKeyTile + v_dim + 2) <= CpuContext::kOpScratchFloats);
 
-  const CpuKernels& k = ctx.k();
-  const float* q = p.q.ptr<const float>();
-  const float* k_nope = p.k_nope.ptr<const float>();
-  const float* k_pe = p.k_pe.ptr<const float>();
-  const float* v = p.v.ptr<const float>();
   int64_t work = 0;
   for (int64_t s = 0; s < num_seqs; ++s) {
     work += (I32(p.cu_seqlens_q, s + 1) - I32(p.cu_seqlens_q, s)) *
@@ -82,82 +163,17 @@ void CpuMlaPrefill(const CpuContext& ctx, const MlaPrefillParams& p) {
   const int threads = ctx.ThreadsFor(work * num_heads * (nope_dim + rope_dim + v_dim));
 
   ctx.Parallel(threads, [&](int t, int team) {
-    float* scores = ctx.OpScratch(t);               // [kQueryTile, kKeyTile]
-    float* o = scores + kQueryTile * kKeyTile;      // [kQueryTile, v_dim]
-    float* row_max = o + kQueryTile * v_dim;        // [kQueryTile]
-    float* row_sum = row_max + kQueryTile;          // [kQueryTile]
     // Items (sequence, head, query tile) are dealt round-robin: causal tiles grow along the
     // sequence, so neighbouring items go to different threads.
     int64_t item = 0;
     for (int64_t s = 0; s < num_seqs; ++s) {
       const int64_t q0 = I32(p.cu_seqlens_q, s), len_q = I32(p.cu_seqlens_q, s + 1) - q0;
       const int64_t k0 = I32(p.cu_seqlens_kv, s), len_kv = I32(p.cu_seqlens_kv, s + 1) - k0;
-      auto visible = [&](int64_t i) -> int64_t {
-        if (!p.causal) return len_kv;
-        const int64_t n = i + len_kv - len_q + 1;
-        return n < 0 ? 0 : (n > len_kv ? len_kv : n);
-      };
       for (int64_t h = 0; h < num_heads; ++h) {
         for (int64_t i0 = 0; i0 < len_q; i0 += kQueryTile, ++item) {
           if (item % team != t) continue;
           const int64_t rows = len_q - i0 < kQueryTile ? len_q - i0 : kQueryTile;
-          for (int64_t i = 0; i < rows * v_dim; ++i) o[i] = 0.0f;
-          for (int64_t i = 0; i < rows; ++i) {
-            row_max[i] = kNegInf;
-            row_sum[i] = 0.0f;
-          }
-          const float* q_tile = q + (q0 + i0) * p.q.stride(0) + h * p.q.stride(1);
-          const int64_t kv_end = visible(i0 + rows - 1);
-          for (int64_t j0 = 0; j0 < kv_end; j0 += kKeyTile) {
-            const int64_t cols = kv_end - j0 < kKeyTile ? kv_end - j0 : kKeyTile;
-            GemmArgs g;
-            g.a = q_tile;
-            g.lda = p.q.stride(0);
-            g.b = k_nope + (k0 + j0) * p.k_nope.stride(0) + h * p.k_nope.stride(1);
-            g.b_dtype = DType::kF32;
-            g.ldb = p.k_nope.stride(0);
-            g.c = scores;
-            g.ldc = kKeyTile;
-            g.m = rows;
-            g.k = nope_dim;
-            g.n_end = cols;
-            k.gemm(g, ctx.GemmScratch(t));
-            g.a = q_tile + nope_dim;
-            g.b = k_pe + (k0 + j0) * p.k_pe.stride(0);
-            g.ldb = p.k_pe.stride(0);
-            g.k = rope_dim;
-            g.accumulate = true;
-            k.gemm(g, ctx.GemmScratch(t));
-            for (int64_t i = 0; i < rows; ++i) {
-              const int64_t live = visible(i0 + i) - j0;
-              const int64_t n = live < 0 ? 0 : (live > cols ? cols : live);
-              k.scale(scores + i * kKeyTile, n, p.softmax_scale);
-              SoftmaxStep(k, scores + i * kKeyTile, n, cols, &row_max[i], &row_sum[i],
-                          o + i * v_dim, v_dim);
-            }
-            GemmNnArgs pv;
-            pv.a = scores;
-            pv.lda = kKeyTile;
-            pv.b = v + (k0 + j0) * p.v.stride(0) + h * p.v.stride(1);
-            pv.b_dtype = DType::kF32;
-            pv.ldb = p.v.stride(0);
-            pv.c = o;
-            pv.ldc = v_dim;
-            pv.m = rows;
-            pv.n = v_dim;
-            pv.k = cols;
-            k.gemm_nn(pv);
-          }
-          for (int64_t i = 0; i < rows; ++i) {
-            const int64_t row = q0 + i0 + i;
-            float* dst = p.out.ptr<float>() + row * p.out.stride(0) + h * p.out.stride(1);
-            const float inv = row_sum[i] > 0.0f ? 1.0f / row_sum[i] : 0.0f;
-            for (int64_t d = 0; d < v_dim; ++d) dst[d] = o[i * v_dim + d] * inv;
-            if (has_lse) {
-              p.lse.ptr<float>()[row * p.lse.stride(0) + h * p.lse.stride(1)] =
-                  row_sum[i] > 0.0f ? row_max[i] + std::log(row_sum[i]) : kNegInf;
-            }
-          }
+          AttendQueryTile(ctx, p, {q0, k0, len_q, len_kv, h, i0, rows}, t, ctx.OpScratch(t));
         }
       }
     }
@@ -177,7 +193,8 @@ void CpuMergeAttn(const CpuContext& ctx, const MergeAttnParams& p) {
       const int64_t tok = row / num_heads, h = row % num_heads;
       float* lse = p.lse.ptr<float>() + tok * p.lse.stride(0) + h * p.lse.stride(1);
       const float lse_b =
-          p.suffix_lse.ptr<const float>()[tok * p.suffix_lse.stride(0) + h * p.suffix_lse.stride(1)];
+          p.suffix_lse
+              .ptr<const float>()[tok * p.suffix_lse.stride(0) + h * p.suffix_lse.stride(1)];
       const float lse_a = *lse;
       // A -inf side has no keys: its weight is exactly 0, whatever its out holds.
       const float merged = lse_a == kNegInf   ? lse_b
@@ -187,8 +204,8 @@ void CpuMergeAttn(const CpuContext& ctx, const MergeAttnParams& p) {
       const float wa = lse_a == kNegInf ? 0.0f : std::exp(lse_a - merged);
       const float wb = lse_b == kNegInf ? 0.0f : std::exp(lse_b - merged);
       float* out = p.out.ptr<float>() + tok * p.out.stride(0) + h * p.out.stride(1);
-      const float* suffix =
-          p.suffix_out.ptr<const float>() + tok * p.suffix_out.stride(0) + h * p.suffix_out.stride(1);
+      const float* suffix = p.suffix_out.ptr<const float>() + tok * p.suffix_out.stride(0) +
+                            h * p.suffix_out.stride(1);
       for (int64_t d = 0; d < dim; ++d) {
         out[d] = (wa == 0.0f ? 0.0f : wa * out[d]) + (wb == 0.0f ? 0.0f : wb * suffix[d]);
       }

@@ -8,6 +8,7 @@
 
 #include "kernels/check.h"
 #include "kernels/cpu/cpu_kernels.h"
+#include "kernels/cpu/cpu_stream_tuning.h"
 
 namespace mlaserve {
 namespace {
@@ -34,7 +35,9 @@ CpuBackend::CpuBackend(int num_threads, bool batch_invariant, DType activation_d
     : HostBackend(activation_dtype),
       pool_(std::make_unique<CpuThreadPool>(ResolveThreads(num_threads))),
       arena_(AllocateArena(pool_->size())),
-      ctx_(GetCpuKernels(SelectCpuIsa()), *pool_, arena_, batch_invariant, activation_dtype) {}
+      ctx_(GetCpuKernels(SelectCpuIsa()), *pool_, arena_, batch_invariant, activation_dtype) {
+  TuneStreaming(ctx_);
+}
 
 CpuBackend::~CpuBackend() { std::free(arena_); }
 

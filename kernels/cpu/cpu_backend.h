@@ -37,6 +37,8 @@ class CpuBackend : public HostBackend {
   bool batch_invariant() const override { return ctx_.batch_invariant(); }
   CpuIsa isa() const { return ctx_.k().isa; }
   int num_threads() const { return ctx_.num_threads(); }
+  // The kernels, threads and scratch the ops run with (e.g. for TuneStreaming).
+  const CpuContext& context() const { return ctx_; }
 
  protected:
   void RunEmbedding(const EmbeddingParams& p) override { CpuEmbedding(ctx_, p); }

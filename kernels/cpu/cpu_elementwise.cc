@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "kernels/cpu/cpu_context.h"
+#include "kernels/op_checks.h"
 #include "kernels/shape_check.h"
 
 namespace mlaserve {
@@ -50,11 +51,8 @@ void ForRows(const CpuContext& ctx, int64_t rows, int64_t row_cost, Fn&& row) {
 }  // namespace
 
 void CpuEmbedding(const CpuContext& ctx, const EmbeddingParams& p) {
-  CheckTensor(p.ids, "Embedding.ids", DType::kI32, {kAnyDim});
-  const int64_t num_tokens = p.ids.size(0);
-  CheckTensor(p.table, "Embedding.table", kWeightDTypes, {kAnyDim, kAnyDim});
-  const int64_t vocab = p.table.size(0), hidden = p.table.size(1);
-  CheckTensor(p.out, "Embedding.out", DType::kF32, {num_tokens, hidden});
+  const EmbeddingShape shape = CheckEmbedding(p);
+  const int64_t num_tokens = shape.num_tokens, vocab = shape.vocab, hidden = shape.hidden;
   ForRows(ctx, num_tokens, hidden, [&](int64_t t) {
     const int32_t id = *At<const int32_t>(p.ids, t);
     MLASERVE_CHECK(id >= 0 && id < vocab);
@@ -64,12 +62,9 @@ void CpuEmbedding(const CpuContext& ctx, const EmbeddingParams& p) {
 }
 
 void CpuRmsNorm(const CpuContext& ctx, const RmsNormParams& p) {
-  CheckTensor(p.x, "RmsNorm.x", DType::kF32, {kAnyDim, kAnyDim});
-  const int64_t rows = p.x.size(0), dim = p.x.size(1);
-  CheckTensor(p.weight, "RmsNorm.weight", kWeightDTypes, {dim});
-  CheckTensor(p.out, "RmsNorm.out", DType::kF32, {rows, dim});
+  const RowsShape shape = CheckRmsNorm(p);
+  const int64_t rows = shape.rows, dim = shape.cols;
   const bool has_residual = !p.residual.empty();
-  if (has_residual) CheckTensor(p.residual, "RmsNorm.residual", DType::kF32, {rows, dim});
   const CpuKernels& k = ctx.k();
   ForRows(ctx, rows, 4 * dim, [&](int64_t r) {
     const float* src = At<const float>(p.x, r);
@@ -85,10 +80,8 @@ void CpuRmsNorm(const CpuContext& ctx, const RmsNormParams& p) {
 }
 
 void CpuSiluMul(const CpuContext& ctx, const SiluMulParams& p) {
-  CheckTensor(p.x, "SiluMul.x", DType::kF32, {kAnyDim, kAnyDim});
-  const int64_t num_tokens = p.x.size(0), inter = p.x.size(1) / 2;
-  MLASERVE_CHECK(p.x.size(1) == 2 * inter);
-  CheckTensor(p.out, "SiluMul.out", DType::kF32, {num_tokens, inter});
+  const RowsShape shape = CheckSiluMul(p);
+  const int64_t num_tokens = shape.rows, inter = shape.cols;
   ForRows(ctx, num_tokens, 16 * inter, [&](int64_t t) {
     const float* x = At<const float>(p.x, t);
     ctx.k().silu_mul(x, x + inter, At<float>(p.out, t), inter);
@@ -96,10 +89,8 @@ void CpuSiluMul(const CpuContext& ctx, const SiluMulParams& p) {
 }
 
 void CpuAdd(const CpuContext& ctx, const AddParams& p) {
-  CheckTensor(p.a, "Add.a", DType::kF32, {kAnyDim, kAnyDim});
-  const int64_t rows = p.a.size(0), cols = p.a.size(1);
-  CheckTensor(p.b, "Add.b", DType::kF32, {rows, cols});
-  CheckTensor(p.out, "Add.out", DType::kF32, {rows, cols});
+  const RowsShape shape = CheckAdd(p);
+  const int64_t rows = shape.rows, cols = shape.cols;
   ForRows(ctx, rows, cols, [&](int64_t r) {
     const float* a = At<const float>(p.a, r);
     const float* b = At<const float>(p.b, r);
@@ -109,47 +100,41 @@ void CpuAdd(const CpuContext& ctx, const AddParams& p) {
 }
 
 void CpuCopy(const CpuContext& ctx, const CopyParams& p) {
-  MLASERVE_CHECK(!p.src.empty() && !p.dst.empty() && p.src.ndim() == p.dst.ndim());
+  CheckCopy(p);
   const int ndim = p.src.ndim();
-  for (int d = 0; d < ndim; ++d) MLASERVE_CHECK(p.src.size(d) == p.dst.size(d));
-  const bool ints = p.src.dtype() == DType::kI32 && p.dst.dtype() == DType::kI32;
-  MLASERVE_CHECK(ints ||
-                 (kWeightDTypes.contains(p.src.dtype()) && kWeightDTypes.contains(p.dst.dtype())));
-  MLASERVE_CHECK(!Overlaps(p.src, p.dst));
-  if (ndim == 0 || p.src.numel() == 0) return;
-  // Rows are the innermost dimension; the outer dimensions are walked as one flat index.
-  const int64_t cols = p.src.size(-1);
-  const int64_t rows = p.src.numel() / cols;
-  const bool unit = cols == 1 || (p.src.stride(-1) == 1 && p.dst.stride(-1) == 1);
-  ForRows(ctx, rows, cols, [&](int64_t r) {
-    int64_t src_off = 0, dst_off = 0, rest = r;
-    for (int d = ndim - 2; d >= 0; --d) {
-      const int64_t i = rest % p.src.size(d);
-      rest /= p.src.size(d);
-      src_off += i * p.src.stride(d);
-      dst_off += i * p.dst.stride(d);
-    }
-    if (unit) {
-      ConvertRow(ByteAt(p.src, src_off), p.src.dtype(), ByteAt(p.dst, dst_off), p.dst.dtype(),
-                 cols);
-      return;
-    }
-    for (int64_t c = 0; c < cols; ++c) {
-      ConvertRow(ByteAt(p.src, src_off + c * p.src.stride(-1)), p.src.dtype(),
-                 ByteAt(p.dst, dst_off + c * p.dst.stride(-1)), p.dst.dtype(), 1);
-    }
-  });
+                 MLASERVE_CHECK(!Overlaps(p.src, p.dst));
+                 if (ndim == 0 || p.src.numel() == 0) return;
+                 // Rows are the innermost dimension; the outer dimensions are walked as one flat
+                 // index.
+                 const int64_t cols = p.src.size(-1);
+                 const int64_t rows = p.src.numel() / cols;
+                 const bool unit = cols == 1 || (p.src.stride(-1) == 1 && p.dst.stride(-1) == 1);
+                 ForRows(ctx, rows, cols, [&](int64_t r) {
+                   int64_t src_off = 0, dst_off = 0, rest = r;
+                   for (int d = ndim - 2; d >= 0; --d) {
+                     const int64_t i = rest % p.src.size(d);
+                     rest /= p.src.size(d);
+                     src_off += i * p.src.stride(d);
+                     dst_off += i * p.dst.stride(d);
+                   }
+                   if (unit) {
+                     ConvertRow(ByteAt(p.src, src_off), p.src.dtype(), ByteAt(p.dst, dst_off),
+                                p.dst.dtype(), cols);
+                     return;
+                   }
+                   for (int64_t c = 0; c < cols; ++c) {
+                     ConvertRow(ByteAt(p.src, src_off + c * p.src.stride(-1)), p.src.dtype(),
+                                ByteAt(p.dst, dst_off + c * p.dst.stride(-1)), p.dst.dtype(), 1);
+                   }
+                 });
 }
 
 void CpuApplyRope(const CpuContext& ctx, const RopeParams& p) {
-  CheckTensor(p.x, "ApplyRope.x", DType::kF32, {kAnyDim, kAnyDim, kAnyDim});
-  const int64_t num_tokens = p.x.size(0), num_heads = p.x.size(1), rope_dim = p.x.size(2);
+  const RopeShape shape = CheckRope(p);
+  const int64_t num_tokens = shape.num_tokens, num_heads = shape.num_heads;
+  const int64_t rope_dim = shape.rope_dim, half = rope_dim / 2;
   constexpr int64_t kMaxRopeDim = 512;
-  MLASERVE_CHECK(rope_dim % 2 == 0 && rope_dim <= kMaxRopeDim);
-  const int64_t half = rope_dim / 2;
-  CheckTensor(p.positions, "ApplyRope.positions", DType::kI32, {num_tokens});
-  CheckTensor(p.cos_sin, "ApplyRope.cos_sin", DType::kF32, {kAnyDim, rope_dim});
-  CheckContiguous(p.cos_sin, "ApplyRope.cos_sin");
+  MLASERVE_CHECK(rope_dim <= kMaxRopeDim);
   ForRows(ctx, num_tokens, 4 * num_heads * rope_dim, [&](int64_t t) {
     const int32_t pos = *At<const int32_t>(p.positions, t);
     MLASERVE_CHECK(pos >= 0 && pos < p.cos_sin.size(0));
@@ -171,38 +156,27 @@ void CpuApplyRope(const CpuContext& ctx, const RopeParams& p) {
 }
 
 void CpuWriteKvCache(const CpuContext& ctx, const KvWriteParams& p) {
-  CheckTensor(p.latent, "WriteKvCache.latent", DType::kF32, {kAnyDim, kAnyDim});
-  const int64_t num_tokens = p.latent.size(0), rank = p.latent.size(1);
-  CheckTensor(p.k_pe, "WriteKvCache.k_pe", DType::kF32, {num_tokens, kAnyDim});
-  const int64_t rope_dim = p.k_pe.size(1);
-  CheckTensor(p.slot_mapping, "WriteKvCache.slot_mapping", DType::kI32, {num_tokens});
-  CheckTensor(p.kv_cache, "WriteKvCache.kv_cache", kKvCacheDTypes,
-              {kAnyDim, kAnyDim, rank + rope_dim});
-  CheckContiguous(p.kv_cache, "WriteKvCache.kv_cache");
-  const int64_t num_slots = p.kv_cache.size(0) * p.kv_cache.size(1);
-  const int64_t row = rank + rope_dim;
-  const DType dtype = p.kv_cache.dtype();
-  ForRows(ctx, num_tokens, row, [&](int64_t t) {
-    const int32_t slot = *At<const int32_t>(p.slot_mapping, t);
-    if (slot < 0) return;
-    MLASERVE_CHECK(slot < num_slots);
-    ConvertRow(At<const float>(p.latent, t), DType::kF32, ByteAt(p.kv_cache, slot * row), dtype,
-               rank);
-    ConvertRow(At<const float>(p.k_pe, t), DType::kF32, ByteAt(p.kv_cache, slot * row + rank),
-               dtype, rope_dim);
-  });
+  const KvWriteShape shape = CheckKvWrite(p);
+  const int64_t num_tokens = shape.num_tokens, rank = shape.rank, rope_dim = shape.rope_dim;
+              CheckContiguous(p.kv_cache, "WriteKvCache.kv_cache");
+              const int64_t num_slots = p.kv_cache.size(0) * p.kv_cache.size(1);
+              const int64_t row = rank + rope_dim;
+              const DType dtype = p.kv_cache.dtype();
+              ForRows(ctx, num_tokens, row, [&](int64_t t) {
+                const int32_t slot = *At<const int32_t>(p.slot_mapping, t);
+                if (slot < 0) return;
+                MLASERVE_CHECK(slot < num_slots);
+                ConvertRow(At<const float>(p.latent, t), DType::kF32,
+                           ByteAt(p.kv_cache, slot * row), dtype, rank);
+                ConvertRow(At<const float>(p.k_pe, t), DType::kF32,
+                           ByteAt(p.kv_cache, slot * row + rank), dtype, rope_dim);
+              });
 }
 
 void CpuGatherKvCache(const CpuContext& ctx, const GatherKvParams& p) {
-  CheckTensor(p.kv_cache, "GatherKvCache.kv_cache", kKvCacheDTypes, {kAnyDim, kAnyDim, kAnyDim});
-  CheckContiguous(p.kv_cache, "GatherKvCache.kv_cache");
-  const int64_t num_blocks = p.kv_cache.size(0), block_size = p.kv_cache.size(1);
-  const int64_t kv_dim = p.kv_cache.size(2);
-  CheckTensor(p.block_tables, "GatherKvCache.block_tables", DType::kI32, {kAnyDim, kAnyDim});
-  const int64_t num_seqs = p.block_tables.size(0);
-  CheckTensor(p.seq_starts, "GatherKvCache.seq_starts", DType::kI32, {num_seqs});
-  CheckTensor(p.cu_seq_lens, "GatherKvCache.cu_seq_lens", DType::kI32, {num_seqs + 1});
-  CheckTensor(p.out, "GatherKvCache.out", DType::kF32, {kAnyDim, kv_dim});
+  const GatherKvShape shape = CheckGatherKv(p);
+  const int64_t num_blocks = shape.num_blocks, block_size = shape.block_size;
+  const int64_t kv_dim = shape.kv_dim, num_seqs = shape.num_seqs;
   const int32_t* cu = p.cu_seq_lens.ptr<const int32_t>();
   const int64_t cu_stride = p.cu_seq_lens.stride(0);
   MLASERVE_CHECK(cu[0] == 0 && cu[num_seqs * cu_stride] <= p.out.size(0));

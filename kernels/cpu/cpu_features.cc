@@ -1,10 +1,92 @@
 #include "kernels/cpu/cpu_features.h"
 
+#include <cpuid.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstdlib>
+#include <cstring>
 #include <string_view>
 
 namespace mlaserve {
+namespace {
+
+struct Regs {
+  uint32_t eax = 0, ebx = 0, ecx = 0, edx = 0;
+};
+
+// cpuid(leaf, subleaf); all zero when the leaf is beyond the processor's maximum.
+Regs Cpuid(uint32_t leaf, uint32_t subleaf = 0) {
+  Regs r;
+  if (__get_cpuid_count(leaf, subleaf, &r.eax, &r.ebx, &r.ecx, &r.edx) == 0) return Regs{};
+  return r;
+}
+
+bool Bit(uint32_t reg, int bit) { return (reg >> bit) & 1u; }
+
+// XCR0: the register state the OS saves on a context switch. xgetbv is encoded as bytes so that
+// no target attribute is needed.
+uint64_t Xcr0() {
+  uint32_t lo, hi;
+  __asm__ volatile(".byte 0x0f, 0x01, 0xd0" : "=a"(lo), "=d"(hi) : "c"(0));
+  return (static_cast<uint64_t>(hi) << 32) | lo;
+}
+
+std::string TrimmedBrand() {
+  if (Cpuid(0x80000000).eax < 0x80000004) return "";
+  char brand[49] = {};
+  for (uint32_t i = 0; i < 3; ++i) {
+    const Regs r = Cpuid(0x80000002 + i);
+    std::memcpy(brand + 16 * i, &r, 16);
+  }
+  std::string s(brand);
+  const size_t first = s.find_first_not_of(' ');
+  const size_t last = s.find_last_not_of(' ');
+  return first == std::string::npos ? "" : s.substr(first, last - first + 1);
+}
+
+int64_t CacheBytes(int name) {
+  const long v = sysconf(name);
+  return v > 0 ? v : 0;
+}
+
+CpuInfo Detect() {
+  CpuInfo info;
+  const Regs leaf0 = Cpuid(0);
+  char vendor[13] = {};
+  std::memcpy(vendor, &leaf0.ebx, 4);
+  std::memcpy(vendor + 4, &leaf0.edx, 4);
+  std::memcpy(vendor + 8, &leaf0.ecx, 4);
+  info.vendor = vendor;
+  info.model = TrimmedBrand();
+
+  const Regs leaf1 = Cpuid(1);
+  const bool osxsave = Bit(leaf1.ecx, 27);
+  const uint64_t xcr0 = osxsave ? Xcr0() : 0;
+  const bool avx_state = (xcr0 & 0x6) == 0x6;
+  const bool avx512_state = avx_state && (xcr0 & 0xe0) == 0xe0;
+  const bool amx_state = (xcr0 & 0x60000) == 0x60000;
+  const uint32_t max_leaf = leaf0.eax;
+  const Regs leaf7 = max_leaf >= 7 ? Cpuid(7, 0) : Regs{};
+  const Regs leaf7_1 = max_leaf >= 7 ? Cpuid(7, 1) : Regs{};
+
+  info.fma = avx_state && Bit(leaf1.ecx, 12);
+  info.f16c = avx_state && Bit(leaf1.ecx, 29);
+  info.avx2 = avx_state && Bit(leaf7.ebx, 5);
+  info.avx512f = avx512_state && Bit(leaf7.ebx, 16);
+  info.avx512dq = avx512_state && Bit(leaf7.ebx, 17);
+  info.avx512bw = avx512_state && Bit(leaf7.ebx, 30);
+  info.avx512vl = avx512_state && Bit(leaf7.ebx, 31);
+  info.avx512_bf16 = avx512_state && Bit(leaf7_1.eax, 5);
+  info.amx_bf16 = amx_state && Bit(leaf7.edx, 22);
+  info.amx_tile = amx_state && Bit(leaf7.edx, 24);
+
+  info.l1d_bytes = CacheBytes(_SC_LEVEL1_DCACHE_SIZE);
+  info.l2_bytes = CacheBytes(_SC_LEVEL2_CACHE_SIZE);
+  return info;
+}
+
+}  // namespace
 
 std::string_view CpuIsaName(CpuIsa isa) {
   switch (isa) {
@@ -20,16 +102,17 @@ std::string_view CpuIsaName(CpuIsa isa) {
   return "?";
 }
 
+const CpuInfo& GetCpuInfo() {
+  static const CpuInfo* const info = new CpuInfo(Detect());
+  return *info;
+}
+
 CpuIsa DetectCpuIsa() {
-  __builtin_cpu_init();
-  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-      __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq")) {
-    return __builtin_cpu_supports("avx512bf16") ? CpuIsa::kAvx512Bf16 : CpuIsa::kAvx512;
+  const CpuInfo& c = GetCpuInfo();
+  if (c.avx512f && c.avx512bw && c.avx512vl && c.avx512dq) {
+    return c.avx512_bf16 ? CpuIsa::kAvx512Bf16 : CpuIsa::kAvx512;
   }
-  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-      __builtin_cpu_supports("f16c")) {
-    return CpuIsa::kAvx2;
-  }
+  if (c.avx2 && c.fma && c.f16c) return CpuIsa::kAvx2;
   return CpuIsa::kScalar;
 }
 

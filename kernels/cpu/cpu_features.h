@@ -1,10 +1,13 @@
-// Instruction-set selection for the CPU backend. The kernels exist in four builds (AVX-512 with
-// the BF16 dot-product instructions, AVX-512, AVX2+FMA and portable scalar code); the best one
-// the processor supports is chosen at run time, optionally capped by the environment so that
-// tests can exercise every build on one machine.
+// What the processor is and which kernel build runs on it. The kernels exist in four builds
+// (AVX-512 with the BF16 dot-product instructions, AVX-512, AVX2+FMA and portable scalar code);
+// the best one the processor supports is chosen at run time, optionally capped by the
+// environment so that tests can exercise every build on one machine. Detection reads cpuid and
+// the OS's enabled register state (xgetbv) directly, so it means the same with gcc and clang.
 #ifndef MLASERVE_KERNELS_CPU_CPU_FEATURES_H_
 #define MLASERVE_KERNELS_CPU_CPU_FEATURES_H_
 
+#include <cstdint>
+#include <string>
 #include <string_view>
 
 namespace mlaserve {
@@ -13,6 +16,24 @@ namespace mlaserve {
 enum class CpuIsa { kScalar, kAvx2, kAvx512, kAvx512Bf16 };
 
 std::string_view CpuIsaName(CpuIsa isa);  // "scalar", "avx2", "avx512" or "avx512_bf16"
+
+// Facts about this processor, read once. A feature counts only when the OS also saves its
+// registers (AVX: XCR0 bits 1-2; AVX-512: bits 5-7; AMX: bits 17-18).
+struct CpuInfo {
+  std::string vendor;  // "GenuineIntel", "AuthenticAMD", ...
+  std::string model;   // the brand string, e.g. "AMD EPYC 9R14" (empty when absent)
+  bool avx2 = false, fma = false, f16c = false;
+  bool avx512f = false, avx512bw = false, avx512vl = false, avx512dq = false;
+  bool avx512_bf16 = false;
+  bool amx_tile = false, amx_bf16 = false;  // in the processor; Linux also wants a permission
+  int64_t l1d_bytes = 0, l2_bytes = 0;      // per core; 0: unknown
+
+  bool is_intel() const { return vendor == "GenuineIntel"; }
+  bool is_amd() const { return vendor == "AuthenticAMD"; }
+};
+
+// This processor's CpuInfo (computed on first use; thread-safe).
+const CpuInfo& GetCpuInfo();
 
 // The most capable ISA this processor runs: kAvx512 needs AVX-512 F/BW/VL/DQ, kAvx512Bf16 also
 // AVX512_BF16, kAvx2 needs AVX2, FMA and F16C.

@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "kernels/cpu/cpu_kernels.h"
+#include "kernels/cpu/cpu_stream_tuning.h"
 #include "kernels/dtype.h"
 
 namespace mlaserve::cpu_impl {
@@ -34,7 +35,7 @@ struct GemvImpl {
   // Rows [j, j + R) of C for the M rows of A: every B element is loaded once.
   template <class TB, int M, int R>
   static void GemvTile(const float* const* a, const TB* b, int64_t ldb, int64_t k,
-                       float* const* c, int64_t j, bool acc) {
+                       float* const* c, int64_t j, bool acc, const StreamTuning& tuning) {
     F s[M][R];
 #pragma GCC unroll 16
     for (int i = 0; i < M; ++i) {
@@ -44,17 +45,25 @@ struct GemvImpl {
     const TB* rows[R];
     for (int r = 0; r < R; ++r) rows[r] = b + (j + r) * ldb;
     // Demand loads alone keep too few lines in flight to cover memory latency when the
-    // arithmetic per line is high (several rows of A), so the same columns of the next R
-    // weight rows are requested one tile ahead. Non-temporal: each weight line is used once
-    // per call, and keeping it out of L2 and L3 leaves the activations, the KV cache and the
-    // host's own data there (decode on lite-slice-4: 41-42 -> 46-47 tok/s, measured against
-    // the same prefetch into L2; the packed path measured 2 % slower with it, so keeps L2).
-    const int64_t ahead = R * ldb;
+    // arithmetic per line is high (several rows of A), so the same columns of the weight rows
+    // `tuning.ahead_tiles` tiles on are requested now. Non-temporal (on the AMD EPYC host where
+    // it was measured: decode on lite-slice-4 41-42 -> 46-47 tok/s against the same prefetch
+    // into L2) keeps each once-used weight line out of L2 and L3 for the activations and the
+    // KV cache; which hint and distance suit a processor is chosen per host
+    // (cpu_stream_tuning.h).
+    const int64_t ahead = R * ldb * tuning.ahead_tiles;
+    const bool prefetch = tuning.ahead_tiles > 0, nta = tuning.non_temporal;
     auto step = [&](int64_t l, auto load_b, auto load_a) {
       F bv[R];
 #pragma GCC unroll 16
       for (int r = 0; r < R; ++r) {
-        __builtin_prefetch(rows[r] + ahead + l, 0, 0);
+        if (prefetch) {
+          if (nta) {
+            __builtin_prefetch(rows[r] + ahead + l, 0, 0);
+          } else {
+            __builtin_prefetch(rows[r] + ahead + l, 0, 2);
+          }
+        }
         bv[r] = load_b(rows[r] + l);
       }
 #pragma GCC unroll 16
@@ -99,6 +108,7 @@ struct GemvImpl {
     const float* a[M];
     float* c[M];
     const TB* b = static_cast<const TB*>(g.b);
+    const StreamTuning tuning = CurrentStreamTuning();
     for (int64_t k0 = 0; k0 < g.k; k0 += kDepth) {
       const int64_t kb = Lo(kDepth, g.k - k0);
       const bool acc = g.accumulate || k0 > 0;
@@ -115,9 +125,9 @@ struct GemvImpl {
       }
       int64_t j = g.n_begin;
       for (; j + kRows <= g.n_end; j += kRows) {
-        GemvTile<TB, M, kRows>(a, b + k0, g.ldb, kb, c, j, acc);
+        GemvTile<TB, M, kRows>(a, b + k0, g.ldb, kb, c, j, acc, tuning);
       }
-      for (; j < g.n_end; ++j) GemvTile<TB, M, 1>(a, b + k0, g.ldb, kb, c, j, acc);
+      for (; j < g.n_end; ++j) GemvTile<TB, M, 1>(a, b + k0, g.ldb, kb, c, j, acc, tuning);
     }
   }
 

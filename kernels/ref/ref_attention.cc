@@ -4,6 +4,7 @@
 #include <limits>
 #include <vector>
 
+#include "kernels/op_checks.h"
 #include "kernels/ref/ref_access.h"
 #include "kernels/ref/ref_backend.h"
 #include "kernels/shape_check.h"
@@ -51,38 +52,28 @@ double SoftmaxInPlace(std::vector<double>& scores, int64_t n) {
 }  // namespace
 
 void RefBackend::RunWriteKvCache(const KvWriteParams& p) {
-  CheckTensor(p.latent, "WriteKvCache.latent", DType::kF32, {kAnyDim, kAnyDim});
-  const int64_t num_tokens = p.latent.size(0), rank = p.latent.size(1);
-  CheckTensor(p.k_pe, "WriteKvCache.k_pe", DType::kF32, {num_tokens, kAnyDim});
-  const int64_t rope_dim = p.k_pe.size(1);
-  CheckTensor(p.slot_mapping, "WriteKvCache.slot_mapping", DType::kI32, {num_tokens});
-  CheckTensor(p.kv_cache, "WriteKvCache.kv_cache", kKvCacheDTypes,
-              {kAnyDim, kAnyDim, rank + rope_dim});
-  CheckContiguous(p.kv_cache, "WriteKvCache.kv_cache");
-  const int64_t num_slots = p.kv_cache.size(0) * p.kv_cache.size(1);
-  const int64_t row = rank + rope_dim;
-  for (int64_t t = 0; t < num_tokens; ++t) {
-    const int32_t slot = LoadI32(p.slot_mapping, Off(p.slot_mapping, t));
-    if (slot < 0) continue;
-    MLASERVE_CHECK(slot < num_slots);
-    for (int64_t i = 0; i < rank; ++i) {
-      Store(p.kv_cache, slot * row + i, Load(p.latent, Off(p.latent, t, i)));
-    }
-    for (int64_t i = 0; i < rope_dim; ++i) {
-      Store(p.kv_cache, slot * row + rank + i, Load(p.k_pe, Off(p.k_pe, t, i)));
-    }
-  }
+  const KvWriteShape shape = CheckKvWrite(p);
+  const int64_t num_tokens = shape.num_tokens, rank = shape.rank, rope_dim = shape.rope_dim;
+              CheckContiguous(p.kv_cache, "WriteKvCache.kv_cache");
+              const int64_t num_slots = p.kv_cache.size(0) * p.kv_cache.size(1);
+              const int64_t row = rank + rope_dim;
+              for (int64_t t = 0; t < num_tokens; ++t) {
+                const int32_t slot = LoadI32(p.slot_mapping, Off(p.slot_mapping, t));
+                if (slot < 0) continue;
+                MLASERVE_CHECK(slot < num_slots);
+                for (int64_t i = 0; i < rank; ++i) {
+                  Store(p.kv_cache, slot * row + i, Load(p.latent, Off(p.latent, t, i)));
+                }
+                for (int64_t i = 0; i < rope_dim; ++i) {
+                  Store(p.kv_cache, slot * row + rank + i, Load(p.k_pe, Off(p.k_pe, t, i)));
+                }
+              }
 }
 
 void RefBackend::RunGatherKvCache(const GatherKvParams& p) {
-  CheckTensor(p.kv_cache, "GatherKvCache.kv_cache", kKvCacheDTypes, {kAnyDim, kAnyDim, kAnyDim});
-  CheckContiguous(p.kv_cache, "GatherKvCache.kv_cache");
-  const int64_t num_blocks = p.kv_cache.size(0), block_size = p.kv_cache.size(1);
-  const int64_t kv_dim = p.kv_cache.size(2);
-  CheckTensor(p.block_tables, "GatherKvCache.block_tables", DType::kI32, {kAnyDim, kAnyDim});
-  const int64_t num_seqs = p.block_tables.size(0);
-  CheckTensor(p.seq_starts, "GatherKvCache.seq_starts", DType::kI32, {num_seqs});
-  CheckTensor(p.out, "GatherKvCache.out", DType::kF32, {kAnyDim, kv_dim});
+  const GatherKvShape shape = CheckGatherKv(p);
+  const int64_t num_blocks = shape.num_blocks, block_size = shape.block_size;
+  const int64_t kv_dim = shape.kv_dim, num_seqs = shape.num_seqs;
   CheckCuSeqlens(p.cu_seq_lens, "GatherKvCache.cu_seq_lens", num_seqs, p.out.size(0));
   for (int64_t s = 0; s < num_seqs; ++s) {
     const int32_t begin = LoadI32(p.cu_seq_lens, Off(p.cu_seq_lens, s));

@@ -5,23 +5,21 @@
 #include <memory>
 #include <vector>
 
+#include "kernels/op_checks.h"
 #include "kernels/ref/ref_access.h"
 #include "kernels/shape_check.h"
 
 namespace mlaserve {
 
 using ref::Load;
-using ref::LoadInput;
 using ref::LoadI32;
+using ref::LoadInput;
 using ref::Off;
 using ref::Store;
 
 void RefBackend::RunEmbedding(const EmbeddingParams& p) {
-  CheckTensor(p.ids, "Embedding.ids", DType::kI32, {kAnyDim});
-  const int64_t num_tokens = p.ids.size(0);
-  CheckTensor(p.table, "Embedding.table", kWeightDTypes, {kAnyDim, kAnyDim});
-  const int64_t vocab = p.table.size(0), hidden = p.table.size(1);
-  CheckTensor(p.out, "Embedding.out", DType::kF32, {num_tokens, hidden});
+  const EmbeddingShape shape = CheckEmbedding(p);
+  const int64_t num_tokens = shape.num_tokens, vocab = shape.vocab, hidden = shape.hidden;
   for (int64_t t = 0; t < num_tokens; ++t) {
     const int32_t id = LoadI32(p.ids, Off(p.ids, t));
     MLASERVE_CHECK(id >= 0 && id < vocab);
@@ -32,12 +30,9 @@ void RefBackend::RunEmbedding(const EmbeddingParams& p) {
 }
 
 void RefBackend::RunRmsNorm(const RmsNormParams& p) {
-  CheckTensor(p.x, "RmsNorm.x", DType::kF32, {kAnyDim, kAnyDim});
-  const int64_t rows = p.x.size(0), dim = p.x.size(1);
-  CheckTensor(p.weight, "RmsNorm.weight", kWeightDTypes, {dim});
-  CheckTensor(p.out, "RmsNorm.out", DType::kF32, {rows, dim});
+  const RowsShape shape = CheckRmsNorm(p);
+  const int64_t rows = shape.rows, dim = shape.cols;
   const bool has_residual = !p.residual.empty();
-  if (has_residual) CheckTensor(p.residual, "RmsNorm.residual", DType::kF32, {rows, dim});
   // Each pass reads an element before any write to it, so out may alias x.
   const TensorView& src = has_residual ? p.residual : p.x;
   for (int64_t r = 0; r < rows; ++r) {
@@ -87,10 +82,8 @@ void RefBackend::RunGemm(const GemmParams& p) {
 }
 
 void RefBackend::RunSiluMul(const SiluMulParams& p) {
-  CheckTensor(p.x, "SiluMul.x", DType::kF32, {kAnyDim, kAnyDim});
-  const int64_t num_tokens = p.x.size(0), inter = p.x.size(1) / 2;
-  MLASERVE_CHECK(p.x.size(1) == 2 * inter);
-  CheckTensor(p.out, "SiluMul.out", DType::kF32, {num_tokens, inter});
+  const RowsShape shape = CheckSiluMul(p);
+  const int64_t num_tokens = shape.rows, inter = shape.cols;
   for (int64_t t = 0; t < num_tokens; ++t) {
     for (int64_t i = 0; i < inter; ++i) {
       const double gate = Load(p.x, Off(p.x, t, i));
@@ -101,10 +94,8 @@ void RefBackend::RunSiluMul(const SiluMulParams& p) {
 }
 
 void RefBackend::RunAdd(const AddParams& p) {
-  CheckTensor(p.a, "Add.a", DType::kF32, {kAnyDim, kAnyDim});
-  const int64_t rows = p.a.size(0), cols = p.a.size(1);
-  CheckTensor(p.b, "Add.b", DType::kF32, {rows, cols});
-  CheckTensor(p.out, "Add.out", DType::kF32, {rows, cols});
+  const RowsShape shape = CheckAdd(p);
+  const int64_t rows = shape.rows, cols = shape.cols;
   for (int64_t r = 0; r < rows; ++r) {
     for (int64_t c = 0; c < cols; ++c) {
       // Summed in f32: the exact f32 sum rounded once, as every backend computes it.
@@ -116,51 +107,44 @@ void RefBackend::RunAdd(const AddParams& p) {
 }
 
 void RefBackend::RunCopy(const CopyParams& p) {
-  MLASERVE_CHECK(!p.src.empty() && !p.dst.empty() && p.src.ndim() == p.dst.ndim());
+  CheckCopy(p);
   const int ndim = p.src.ndim();
-  for (int d = 0; d < ndim; ++d) MLASERVE_CHECK(p.src.size(d) == p.dst.size(d));
-  const bool ints = p.src.dtype() == DType::kI32 && p.dst.dtype() == DType::kI32;
-  MLASERVE_CHECK(ints ||
-                 (kWeightDTypes.contains(p.src.dtype()) && kWeightDTypes.contains(p.dst.dtype())));
-  MLASERVE_CHECK(!Overlaps(p.src, p.dst));
-  // Walks the shape as an odometer, padded to kMaxDims with unit extents.
-  int64_t shape[TensorView::kMaxDims], src_stride[TensorView::kMaxDims],
-      dst_stride[TensorView::kMaxDims];
-  const int pad = TensorView::kMaxDims - ndim;
-  for (int d = 0; d < TensorView::kMaxDims; ++d) {
-    shape[d] = d < pad ? 1 : p.src.size(d - pad);
-    src_stride[d] = d < pad ? 0 : p.src.stride(d - pad);
-    dst_stride[d] = d < pad ? 0 : p.dst.stride(d - pad);
-  }
-  const size_t elem = DTypeSize(p.src.dtype());
-  const bool raw = p.src.dtype() == p.dst.dtype();
-  for (int64_t i0 = 0; i0 < shape[0]; ++i0) {
-    for (int64_t i1 = 0; i1 < shape[1]; ++i1) {
-      for (int64_t i2 = 0; i2 < shape[2]; ++i2) {
-        for (int64_t i3 = 0; i3 < shape[3]; ++i3) {
-          const int64_t s =
-              i0 * src_stride[0] + i1 * src_stride[1] + i2 * src_stride[2] + i3 * src_stride[3];
-          const int64_t d =
-              i0 * dst_stride[0] + i1 * dst_stride[1] + i2 * dst_stride[2] + i3 * dst_stride[3];
-          if (raw) {
-            std::memcpy(p.dst.ptr<char>() + d * elem, p.src.ptr<const char>() + s * elem, elem);
-          } else {
-            Store(p.dst, d, Load(p.src, s));
-          }
-        }
-      }
-    }
-  }
+                 MLASERVE_CHECK(!Overlaps(p.src, p.dst));
+                 // Walks the shape as an odometer, padded to kMaxDims with unit extents.
+                 int64_t shape[TensorView::kMaxDims], src_stride[TensorView::kMaxDims],
+                     dst_stride[TensorView::kMaxDims];
+                 const int pad = TensorView::kMaxDims - ndim;
+                 for (int d = 0; d < TensorView::kMaxDims; ++d) {
+                   shape[d] = d < pad ? 1 : p.src.size(d - pad);
+                   src_stride[d] = d < pad ? 0 : p.src.stride(d - pad);
+                   dst_stride[d] = d < pad ? 0 : p.dst.stride(d - pad);
+                 }
+                 const size_t elem = DTypeSize(p.src.dtype());
+                 const bool raw = p.src.dtype() == p.dst.dtype();
+                 for (int64_t i0 = 0; i0 < shape[0]; ++i0) {
+                   for (int64_t i1 = 0; i1 < shape[1]; ++i1) {
+                     for (int64_t i2 = 0; i2 < shape[2]; ++i2) {
+                       for (int64_t i3 = 0; i3 < shape[3]; ++i3) {
+                         const int64_t s = i0 * src_stride[0] + i1 * src_stride[1] +
+                                           i2 * src_stride[2] + i3 * src_stride[3];
+                         const int64_t d = i0 * dst_stride[0] + i1 * dst_stride[1] +
+                                           i2 * dst_stride[2] + i3 * dst_stride[3];
+                         if (raw) {
+                           std::memcpy(p.dst.ptr<char>() + d * elem,
+                                       p.src.ptr<const char>() + s * elem, elem);
+                         } else {
+                           Store(p.dst, d, Load(p.src, s));
+                         }
+                       }
+                     }
+                   }
+                 }
 }
 
 void RefBackend::RunApplyRope(const RopeParams& p) {
-  CheckTensor(p.x, "ApplyRope.x", DType::kF32, {kAnyDim, kAnyDim, kAnyDim});
-  const int64_t num_tokens = p.x.size(0), num_heads = p.x.size(1), rope_dim = p.x.size(2);
-  MLASERVE_CHECK(rope_dim % 2 == 0);
-  const int64_t half = rope_dim / 2;
-  CheckTensor(p.positions, "ApplyRope.positions", DType::kI32, {num_tokens});
-  CheckTensor(p.cos_sin, "ApplyRope.cos_sin", DType::kF32, {kAnyDim, rope_dim});
-  CheckContiguous(p.cos_sin, "ApplyRope.cos_sin");
+  const RopeShape shape = CheckRope(p);
+  const int64_t num_tokens = shape.num_tokens, num_heads = shape.num_heads;
+  const int64_t rope_dim = shape.rope_dim, half = rope_dim / 2;
   const float* table = p.cos_sin.ptr<const float>();
   std::vector<double> x(rope_dim);
   for (int64_t t = 0; t < num_tokens; ++t) {

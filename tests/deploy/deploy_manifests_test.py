@@ -6,8 +6,9 @@ names from a running `mlaserve serve`'s GET /metrics. The test
   - renders every kustomization under deploy/k8s with `kubectl kustomize` and lints the YAML
     with yamllint (the repository's .yamllint);
   - parses the rendered objects: every flag in the container args exists; container ports,
-    probe ports, Service ports, the InferencePool and the endpoint picker agree with --port and
-    --metrics_port; the grace period covers preStop + --drain_timeout_s; the security context,
+    probe ports, Service ports, the InferencePool and the endpoint picker agree with --port,
+    --http_port (the pool targets it) and --metrics_port; the grace period covers preStop +
+    --drain_timeout_s; the security context,
     /dev/shm, rollout strategy, GPU request and model volume are as docs/deployment.md says;
   - checks that the Dockerfile's build stages run scripts/bootstrap.sh and scripts/build.sh and
     that EXPOSE and ENTRYPOINT match the daemon;
@@ -180,14 +181,17 @@ class ServerManifestTest(unittest.TestCase):
     def test_ports_agree_with_the_daemon(self):
         grpc_port = int(default("port"))
         metrics_port = int(default("metrics_port"))
+        http_port = int(default("http_port"))
         for rel, objects, _, _, container, _, flags in self.variants():
             with self.subTest(variant=rel):
                 # The manifests may spell the ports out, but only as the daemon's defaults: the
                 # image's EXPOSE, the Service and the gateway all assume them.
                 self.assertEqual(int(self.effective(flags, "port")), grpc_port)
                 self.assertEqual(int(self.effective(flags, "metrics_port")), metrics_port)
+                self.assertEqual(int(self.effective(flags, "http_port")), http_port)
                 ports = {p["name"]: p["containerPort"] for p in container["ports"]}
-                self.assertEqual(ports, {"grpc": grpc_port, "metrics": metrics_port})
+                self.assertEqual(ports, {"grpc": grpc_port, "http": http_port,
+                                         "metrics": metrics_port})
                 for probe in ["startupProbe", "readinessProbe", "livenessProbe"]:
                     self.assertEqual(container[probe]["grpc"]["port"], grpc_port, probe)
                 self.assertEqual(container["startupProbe"]["grpc"]["service"], INFERENCE_SERVICE)
@@ -202,6 +206,7 @@ class ServerManifestTest(unittest.TestCase):
                 sports = {p["name"]: p for p in service["spec"]["ports"]}
                 self.assertEqual(sports["grpc"]["port"], grpc_port)
                 self.assertEqual(sports["metrics"]["port"], metrics_port)
+                self.assertEqual(sports["http"]["port"], http_port)
                 for p in service["spec"]["ports"]:
                     self.assertIn(p["targetPort"], ports)
                 for svc in find(objects, "Service"):
@@ -306,7 +311,8 @@ class InferenceGatewayTest(unittest.TestCase):
         objects = render("inference-gateway")
         pool = one(objects, "InferencePool", "mlaserve")
         self.assertEqual(pool["apiVersion"].split("/")[0], "inference.networking.x-k8s.io")
-        self.assertEqual(pool["spec"]["targetPortNumber"], int(default("port")))
+        # The EPP routes OpenAI HTTP requests: the pool targets the HTTP API.
+        self.assertEqual(pool["spec"]["targetPortNumber"], int(default("http_port")))
         self.assertEqual(pool["spec"]["selector"], POD_LABEL)
         pod_labels = one(render("overlays/gpu"), "Deployment")["spec"]["template"]["metadata"][
             "labels"]
@@ -331,8 +337,7 @@ class InferenceGatewayTest(unittest.TestCase):
         route = one(objects, "HTTPRoute")
         backend = route["spec"]["rules"][0]["backendRefs"][0]
         self.assertEqual((backend["kind"], backend["name"]), ("InferencePool", "mlaserve"))
-        self.assertEqual(route["spec"]["rules"][0]["matches"][0]["path"]["value"],
-                         "/%s/" % INFERENCE_SERVICE)
+        self.assertEqual(route["spec"]["rules"][0]["matches"][0]["path"]["value"], "/v1/")
 
 
 class DockerfileTest(unittest.TestCase):
@@ -372,7 +377,7 @@ class DockerfileTest(unittest.TestCase):
         names = [s[0] for s in stages]
         self.assertEqual(names[-1], "cuda", "the CUDA runtime is the default (last) target")
         self.assertIn("cpu", names)
-        expected = {int(default("port")), int(default("metrics_port"))}
+        expected = {int(default("port")), int(default("http_port")), int(default("metrics_port"))}
         for name, base, ins in stages:
             if name not in ["cuda", "cpu"]:
                 continue
@@ -436,10 +441,10 @@ class LiveDaemonTest(unittest.TestCase):
         names = self.manifest_metric_names()
         self.assertTrue({"mlaserve_num_requests_waiting", "mlaserve_num_requests_running",
                          "mlaserve_kv_cache_usage_perc"} <= names)
-        grpc_port, metrics_port = free_port(), free_port()
+        grpc_port, metrics_port, http_port = free_port(), free_port(), free_port()
         cmd = [ARGS.mlaserve, "serve", "--host=127.0.0.1", "--port=%d" % grpc_port,
                "--metrics_host=127.0.0.1", "--metrics_port=%d" % metrics_port, "--threads=1",
-               "--drain_timeout_s=5"]
+               "--http_port=%d" % http_port, "--drain_timeout_s=5"]
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         try:
             body, deadline = None, time.time() + 180
@@ -457,6 +462,10 @@ class LiveDaemonTest(unittest.TestCase):
             served = set(re.findall(r"(?m)^([a-z_:][a-z0-9_:]*)(?:\{| )", body))
             self.assertEqual(sorted(names - served), [], "metric names the manifests use but "
                              "the daemon does not serve")
+            # The pool's port answers the OpenAI API the gateway routes.
+            with urllib.request.urlopen("http://127.0.0.1:%d/v1/models" % http_port,
+                                        timeout=5) as resp:
+                self.assertEqual(json.load(resp)["object"], "list")
             proc.send_signal(signal.SIGTERM)
             self.assertEqual(proc.wait(timeout=60), 0)
         finally:

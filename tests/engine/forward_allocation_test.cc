@@ -17,6 +17,11 @@ namespace {
 std::atomic<long> g_allocations{0};
 }  // namespace
 
+// The replacement operator new allocates with malloc, so its operator delete frees with free;
+// gcc cannot see that the pair matches once both are inlined.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wmismatched-new-delete"
+#endif
 void* operator new(std::size_t n) {
   g_allocations.fetch_add(1, std::memory_order_relaxed);
   if (void* p = std::malloc(n == 0 ? 1 : n)) return p;

@@ -1,4 +1,4 @@
-#include "engine/weights.h"
+#include "engine/weight_loader.h"
 
 #include <cmath>
 #include <cstring>

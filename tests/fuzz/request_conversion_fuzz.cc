@@ -1,4 +1,4 @@
-// Fuzzes ToEngineRequest and DetokenizeIds (server/request_conversion.h), the validators of
+// Fuzzes ToEngineRequest and DetokenizeIds (server/common/request_conversion.h), the validators of
 // client input. The first byte picks how the GenerateRequest is built: parsed from the rest
 // of the input as wire bytes, or with every field set from it by FuzzedDataProvider (NaN and
 // infinite floats, huge counts, huge repeated fields, model limits). Every input must come
@@ -12,7 +12,7 @@
 #include <string>
 
 #include "google/protobuf/stubs/logging.h"
-#include "server/request_conversion.h"
+#include "server/common/request_conversion.h"
 #include "tests/fuzz/fuzz_check.h"
 
 namespace {

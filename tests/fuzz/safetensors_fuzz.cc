@@ -6,7 +6,7 @@
 #include <cstring>
 #include <memory>
 
-#include "engine/weights.h"
+#include "engine/checkpoint.h"
 #include "tests/fuzz/fuzz_check.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

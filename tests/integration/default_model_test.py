@@ -44,7 +44,7 @@ class DefaultModelTest(unittest.TestCase):
         port = common.free_port()
         cls.log = open(os.path.join(cls.workdir, "mlaserve.log"), "w+")
         cls.server = subprocess.Popen(
-            [ARGS.mlaserve, "serve", "--host=127.0.0.1", "--port=%d" % port, "--threads=2",
+            [ARGS.mlaserve, "serve", "--host=127.0.0.1", "--port=%d" % port, "--http_port=0", "--threads=2",
              "--metrics_port=0"], stderr=cls.log)
         cls.channel = grpc.insecure_channel("127.0.0.1:%d" % port)
         cls.client = common.Client(cls.channel)

@@ -128,7 +128,7 @@ class MlaserveTest(unittest.TestCase):
         cls.port = free_port()
         cls.log = open(os.path.join(cls.workdir, "server.log"), "w+")
         cls.server = subprocess.Popen(
-            [ARGS.mlaserve, "serve", "--model=" + model, "--host=127.0.0.1",
+            [ARGS.mlaserve, "serve", "--model=" + model, "--host=127.0.0.1", "--http_port=0",
              "--port=%d" % cls.port, "--backend=cpu", "--threads=2",
              "--max_num_seqs=%d" % MAX_NUM_SEQS, "--max_num_batched_tokens=256",
              "--block_size=16", "--kv_cache_tokens=65536",

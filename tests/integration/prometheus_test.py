@@ -46,7 +46,7 @@ class PrometheusTest(unittest.TestCase):
         model = common.make_model_dir(cls.workdir)
         grpc_port, metrics_port, cls.prom_port = (common.free_port() for _ in range(3))
         cls.start("mlaserve", [
-            ARGS.mlaserve, "serve", "--model=" + model, "--host=127.0.0.1",
+            ARGS.mlaserve, "serve", "--model=" + model, "--host=127.0.0.1", "--http_port=0",
             "--port=%d" % grpc_port, "--metrics_host=127.0.0.1",
             "--metrics_port=%d" % metrics_port, "--backend=cpu", "--threads=2",
             "--max_num_seqs=8", "--block_size=16", "--kv_cache_tokens=65536"])

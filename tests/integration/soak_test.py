@@ -53,7 +53,7 @@ class Daemon:
         self.log_path = os.path.join(workdir, "mlaserve-%d.log" % time.monotonic_ns())
         self.log = open(self.log_path, "w")
         self.process = subprocess.Popen(
-            [ARGS.mlaserve, "serve", "--model=" + model, "--host=127.0.0.1",
+            [ARGS.mlaserve, "serve", "--model=" + model, "--host=127.0.0.1", "--http_port=0",
              "--port=%d" % port, "--backend=cpu", "--threads=2",
              "--max_num_seqs=%d" % MAX_NUM_SEQS, "--max_num_batched_tokens=256",
              "--block_size=16", "--kv_cache_tokens=8192", "--max_queue=%d" % MAX_QUEUE,

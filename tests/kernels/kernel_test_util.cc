@@ -193,9 +193,9 @@ std::vector<float> RoundTo(DType dtype, std::span<const float> x) {
 
 void ExpectClose(std::span<const float> actual, std::span<const float> expected, double atol,
                  double rtol, std::string_view what, std::span<const int64_t> shape,
-                 std::source_location where) {
+                 const char* file, int line) {
   const ::testing::AssertionResult close = AllClose(actual, expected, atol, rtol, shape);
-  if (!close) ADD_FAILURE_AT(where.file_name(), where.line()) << what << ": " << close.message();
+  if (!close) ADD_FAILURE_AT(file, line) << what << ": " << close.message();
 }
 
 }  // namespace mlaserve::test

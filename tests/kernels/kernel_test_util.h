@@ -18,7 +18,6 @@
 
 #include <cstdint>
 #include <random>
-#include <source_location>
 #include <span>
 #include <string_view>
 #include <vector>
@@ -95,10 +94,11 @@ std::vector<float> RoundTo(DType dtype, std::span<const float> x);
                                     double atol, double rtol, std::span<const int64_t> shape = {});
 
 // A non-fatal failure unless AllClose(...) holds, reported at the caller's line and labelled
-// with `what`.
+// with `what`. (The caller's file and line come from the builtins that std::source_location
+// wraps, which clang 14 lacks as std::source_location.)
 void ExpectClose(std::span<const float> actual, std::span<const float> expected, double atol,
                  double rtol, std::string_view what = "", std::span<const int64_t> shape = {},
-                 std::source_location where = std::source_location::current());
+                 const char* file = __builtin_FILE(), int line = __builtin_LINE());
 
 }  // namespace mlaserve::test
 

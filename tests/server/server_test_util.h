@@ -17,8 +17,8 @@
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "grpcpp/grpcpp.h"
 #include "mlaserve/v1/inference.grpc.pb.h"
-#include "server/inference_server.h"
-#include "server/serving_engine.h"
+#include "server/grpc/inference_server.h"
+#include "server/common/serving_engine.h"
 
 namespace mlaserve::testing {
 

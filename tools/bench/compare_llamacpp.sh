@@ -2,13 +2,18 @@
 # Side-by-side CPU benchmark against llama.cpp on the same synthetic DeepSeek-V2 weights
 # (../shared/bench writes them in Hugging Face and GGUF form). Runs mlaserve and llama.cpp
 # alternately, ROUNDS times, with the same prompt length, generation length and threads, and
-# prints prompt and decode tokens/s of both and their ratios.
+# prints prompt and decode tokens/s of both and their ratios. Around the rounds it runs the
+# bench's read-bandwidth probe (membw.c) and prints the weight bytes mlaserve's median decode
+# reads per second as a fraction of the two-thread bound. With STREAMS=N (e.g. 16) it then
+# compares batched decode: `mlaserve serve` under N concurrent gRPC streams (mlaserve-bench)
+# against llama.cpp decoding N sequences in one context (peer_llamacpp_parallel.mjs).
 #
 # usage: tools/bench/compare_llamacpp.sh BENCH_DIR MODEL_DIR [ROUNDS]
 #   BENCH_DIR: the peer benchmark folder (peer_llamacpp.sh); MODEL_DIR: holds config.json,
 #   model.safetensors and model-bf16.gguf (make_model.py --out MODEL_DIR)
 # env: THREADS (2), PP (512 prompt tokens), TG (64 generated tokens), DTYPES (mlaserve --dtype
-#      values run in turn each round, "float32" by default; "float32 bfloat16" runs both)
+#      values run in turn each round, "float32" by default; "float32 bfloat16" runs both),
+#      STREAMS (0: no batched comparison), STREAM_PROMPT (64), STREAM_TG (64)
 set -euo pipefail
 bench=$1 model=$2 rounds=${3:-3}
 threads=${THREADS:-2} pp=${PP:-512} tg=${TG:-64} dtypes=${DTYPES:-float32}
@@ -19,6 +24,16 @@ ids=$(python3 -c "
 import random, sys
 r = random.Random(1); v = int(sys.argv[1]); n = int(sys.argv[2])
 print(','.join([str(v - 2)] + [str(r.randrange(256, v - 2)) for _ in range(n - 1)]))" "$vocab" "$pp")
+
+streams=${STREAMS:-0} stream_prompt=${STREAM_PROMPT:-64} stream_tg=${STREAM_TG:-64}
+membw_bin=$bench/.cache/bin/membw
+if [ ! -x "$membw_bin" ]; then
+  mkdir -p "$(dirname "$membw_bin")"
+  gcc -O2 -mavx2 -fopenmp "$bench/membw.c" -o "$membw_bin"
+fi
+log=$(mktemp)
+trap 'rm -f "$log"' EXIT
+"$membw_bin" | tee -a "$log"
 
 for round in $(seq "$rounds"); do
   for dtype in $dtypes; do
@@ -31,7 +46,49 @@ d = json.loads(sys.argv[1]); pp = int(sys.argv[2]); tg = int(sys.argv[3])
 print(f"mlaserve pp{pp}_tok_s={pp / d['prefill_seconds']:.2f} "
       f"tg{tg}_tok_s={(d['completion_tokens'] - 1) / d['decode_seconds']:.2f} dtype={sys.argv[4]}")
 PY
-  done
+  done | tee -a "$log"
   THREADS=$threads "$bench/peer_llamacpp.sh" "$model/model-bf16.gguf" --pp "$pp" --tg "$tg" \
-      --reps 1 --wait-idle 10 --max-tries 3 2>/dev/null | tail -1
+      --reps 1 --wait-idle 10 --max-tries 3 2>/dev/null | tail -1 | tee -a "$log"
 done
+"$membw_bin" | tee -a "$log"
+
+if [ "$streams" -gt 0 ]; then
+  port=$((20000 + RANDOM % 20000))
+  "$root/build/bin/mlaserve" serve --model="$model" --backend=cpu --threads="$threads" \
+      --port="$port" --http_port=0 --metrics_port=0 --max_num_seqs="$streams" 2>/dev/null &
+  server=$!
+  trap 'kill "$server" 2>/dev/null; rm -f "$log"' EXIT
+  for _ in $(seq 600); do
+    "$root/build/bin/mlaserve-bench" --target="127.0.0.1:$port" --rpc=get_server_info \
+        --num_prompts=1 --concurrency=1 >/dev/null 2>&1 && break
+    sleep 0.5
+  done
+  "$root/build/bin/mlaserve-bench" --target="127.0.0.1:$port" --num_prompts="$streams" \
+      --concurrency="$streams" --prompt_tokens="$stream_prompt" --output_tokens="$stream_tg" \
+      2>/dev/null | grep "decode tokens/s" | awk -v n="$streams" \
+      '{print "mlaserve_streams streams=" n " decode_tok_s=" $NF}' | tee -a "$log"
+  kill "$server"; wait "$server" 2>/dev/null || true
+  (cd "$bench" && node peer_llamacpp_parallel.mjs --model "$model/model-bf16.gguf" \
+      --sequences "$streams" --prompt "$stream_prompt" --tg "$stream_tg" 2>/dev/null | tail -1) \
+      | tee -a "$log"
+fi
+
+python3 - "$log" "$model/model_info.json" <<'PY'
+import json, re, statistics, sys
+text = open(sys.argv[1]).read()
+def values(pattern):
+    return [float(x) for x in re.findall(pattern, text)]
+bw = values(r"read_gb_s_2t=([0-9.]+)")
+info = json.load(open(sys.argv[2]))
+per_token = info.get("bytes_per_token_bf16", 0)
+for dtype in sorted(set(re.findall(r"dtype=(\S+)", text))):
+    tg = values(r"mlaserve pp\d+_tok_s=[0-9.]+ tg\d+_tok_s=([0-9.]+) dtype=" + re.escape(dtype))
+    if tg and bw and per_token:
+        rate = statistics.median(tg) * per_token / 1e9
+        print(f"bandwidth dtype={dtype} decode_gb_s={rate:.1f} membw_2t_gb_s={statistics.median(bw):.1f}"
+              f" fraction={rate / statistics.median(bw):.2f}")
+ours = values(r"mlaserve_streams streams=\d+ decode_tok_s=([0-9.]+)")
+peer = values(r"llamacpp_parallel sequences=\d+ decode_tok_s=([0-9.]+)")
+if ours and peer:
+    print(f"streams ratio_to_llamacpp={ours[0] / peer[0]:.2f}")
+PY

@@ -5,7 +5,7 @@
 #include <vector>
 
 #include "benchmark/benchmark.h"
-#include "server/metrics.h"
+#include "server/metrics/metrics.h"
 
 namespace mlaserve {
 namespace {

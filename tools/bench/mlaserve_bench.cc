@@ -7,6 +7,8 @@
 //   mlaserve-bench --target=127.0.0.1:50051 --num_prompts=200 --concurrency=16
 //       --prompt_tokens=128 --output_tokens=128 [--request_rate=4] [--json_output=out.json]
 //   mlaserve-bench --rpc=get_server_info --num_prompts=20000 --concurrency=1   (unary round trips)
+//   mlaserve-bench --protocol=grpc,http --http_target=127.0.0.1:8000 ...   (the same load over
+//       gRPC, then as OpenAI SSE streams over HTTP, against mlaserve-synthetic-server)
 #include <unistd.h>
 
 #include <algorithm>
@@ -14,6 +16,7 @@
 #include <chrono>
 #include <cstdio>
 #include <fstream>
+#include <functional>
 #include <iostream>
 #include <map>
 #include <memory>
@@ -31,6 +34,8 @@
 #include "grpcpp/grpcpp.h"
 #include "mlaserve/v1/inference.grpc.pb.h"
 #include "nlohmann/json.hpp"
+#include "tools/bench/bench_result.h"
+#include "tools/bench/http_stream_client.h"
 
 ABSL_FLAG(std::string, target, "127.0.0.1:50051", "address of the mlaserve gRPC port");
 ABSL_FLAG(int, num_prompts, 200, "requests to send");
@@ -44,23 +49,21 @@ ABSL_FLAG(uint64_t, seed, 1, "seed of the prompts and arrival times");
 ABSL_FLAG(std::string, rpc, "generate",
           "generate (streams, the table above) | get_server_info (unary round-trip latency; "
           "--num_prompts calls from --concurrency threads)");
+ABSL_FLAG(std::string, protocol, "grpc",
+          "generate over grpc, http (POST /v1/completions with SSE at --http_target; tokens "
+          "are counted as text characters, one per token on mlaserve-synthetic-server), or "
+          "grpc,http: both in turn with the same requests, and the HTTP/gRPC throughput ratio");
+ABSL_FLAG(std::string, http_target, "127.0.0.1:8000", "HOST:PORT of the OpenAI HTTP API");
 ABSL_FLAG(std::string, json_output, "", "also write the results as JSON here ('-' = stdout)");
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
 namespace v1 = mlaserve::v1;
-
-struct RequestResult {
-  grpc::StatusCode code = grpc::StatusCode::OK;
-  int output_tokens = 0;
-  int chunks = 0;  // responses that carried tokens
-  double ttft_s = 0;
-  double e2e_s = 0;
-  std::vector<double> itl_s;  // one entry per token after the first chunk
-};
-
-double Seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
+using mlaserve::bench::Clock;
+using mlaserve::bench::RequestResult;
+using mlaserve::bench::Seconds;
+// Streams one request; each thread of the load has its own (a connection of its own).
+using Runner = std::function<RequestResult(const v1::GenerateRequest&)>;
 
 RequestResult RunOne(v1::Inference::Stub& stub, const v1::GenerateRequest& request) {
   RequestResult result;
@@ -70,17 +73,8 @@ RequestResult RunOne(v1::Inference::Stub& stub, const v1::GenerateRequest& reque
   v1::GenerateResponse response;
   auto previous = start;
   while (reader->Read(&response)) {
-    const int n = response.chunk().token_ids_size();
-    if (n == 0) continue;
-    const auto now = Clock::now();
-    if (result.output_tokens == 0) {
-      result.ttft_s = Seconds(now - start);
-    } else {
-      result.itl_s.insert(result.itl_s.end(), n, Seconds(now - previous) / n);
-    }
-    result.output_tokens += n;
-    ++result.chunks;
-    previous = now;
+    mlaserve::bench::RecordChunk(response.chunk().token_ids_size(), start, Clock::now(),
+                                 previous, result);
   }
   result.code = reader->Finish().error_code();
   result.e2e_s = Seconds(Clock::now() - start);
@@ -160,8 +154,9 @@ std::vector<v1::GenerateRequest> MakeRequests(uint32_t vocab_size, std::mt19937_
 }
 
 // Sends every request; returns the wall time the run took.
-double Run(v1::Inference::Stub& stub, const std::vector<v1::GenerateRequest>& requests,
-           std::mt19937_64& rng, Progress& progress) {
+double Run(const std::function<Runner()>& new_runner,
+           const std::vector<v1::GenerateRequest>& requests, std::mt19937_64& rng,
+           Progress& progress) {
   const int concurrency = absl::GetFlag(FLAGS_concurrency);
   const double rate = absl::GetFlag(FLAGS_request_rate);
   const auto start = Clock::now();
@@ -170,9 +165,8 @@ double Run(v1::Inference::Stub& stub, const std::vector<v1::GenerateRequest>& re
     std::atomic<size_t> next{0};
     for (int t = 0; t < std::max(concurrency, 1); ++t) {
       threads.emplace_back([&] {
-        for (size_t i = next++; i < requests.size(); i = next++) {
-          progress.Add(RunOne(stub, requests[i]));
-        }
+        const Runner run = new_runner();
+        for (size_t i = next++; i < requests.size(); i = next++) progress.Add(run(requests[i]));
       });
     }
   } else {
@@ -182,8 +176,8 @@ double Run(v1::Inference::Stub& stub, const std::vector<v1::GenerateRequest>& re
     for (const v1::GenerateRequest& request : requests) {
       std::this_thread::sleep_until(arrival);
       slots.acquire();
-      threads.emplace_back([&stub, &request, &progress, &slots] {
-        progress.Add(RunOne(stub, request));
+      threads.emplace_back([&new_runner, &request, &progress, &slots] {
+        progress.Add(new_runner()(request));
         slots.release();
       });
       arrival +=
@@ -259,12 +253,18 @@ int RunUnary(v1::Inference::Stub& stub) {
 }
 
 
-void Report(const std::vector<RequestResult>& results, double duration_s) {
+// Prints the table of one protocol's run and returns it as JSON.
+nlohmann::ordered_json Report(const std::string& protocol,
+                              const std::vector<RequestResult>& results, double duration_s) {
   std::vector<double> ttft, itl, e2e;
   std::map<std::string, int> failures;
   int64_t output_tokens = 0;
   int64_t chunks = 0;
   int completed = 0;
+  // Aggregate decode rate as llama.cpp's parallel benchmark counts it: the tokens after each
+  // stream's first, over the span from the earliest first token to the latest last one.
+  int64_t decode_tokens = 0;
+  Clock::time_point decode_begin = Clock::time_point::max(), decode_end = Clock::time_point::min();
   for (const RequestResult& r : results) {
     if (r.code != grpc::StatusCode::OK) {
       ++failures[std::to_string(static_cast<int>(r.code))];
@@ -272,19 +272,28 @@ void Report(const std::vector<RequestResult>& results, double duration_s) {
     }
     ++completed;
     output_tokens += r.output_tokens;
+    if (r.output_tokens > 0) {
+      decode_tokens += r.output_tokens - r.first_chunk_tokens;
+      decode_begin = std::min(decode_begin, r.first_token);
+      decode_end = std::max(decode_end, r.last_token);
+    }
     chunks += r.chunks;
     ttft.push_back(r.ttft_s);
     e2e.push_back(r.e2e_s);
     itl.insert(itl.end(), r.itl_s.begin(), r.itl_s.end());
   }
   const int64_t input_tokens = int64_t{completed} * absl::GetFlag(FLAGS_prompt_tokens);
+  const double decode_span_s = decode_end > decode_begin ? Seconds(decode_end - decode_begin) : 0;
+  const double decode_tokens_per_s = decode_span_s > 0 ? decode_tokens / decode_span_s : 0;
   const Stats t = Summarize(ttft), i = Summarize(itl), e = Summarize(e2e);
+  std::printf("%s\n", protocol.c_str());
   std::printf("%-28s %12d\n%-28s %12d\n%-28s %12.2f\n", "completed requests", completed,
               "failed requests", static_cast<int>(results.size()) - completed, "duration (s)",
               duration_s);
   std::printf("%-28s %12.2f\n%-28s %12.1f\n%-28s %12.1f\n", "requests/s", completed / duration_s,
               "input tokens/s", input_tokens / duration_s, "output tokens/s",
               output_tokens / duration_s);
+  std::printf("%-28s %12.1f\n", "decode tokens/s (aggregate)", decode_tokens_per_s);
   std::printf("%-28s %12.1f\n%-28s %12.2f\n", "output chunks/s", chunks / duration_s,
               "tokens per chunk", chunks > 0 ? static_cast<double>(output_tokens) / chunks : 0.0);
   std::printf("\n%-10s %10s %10s %10s %10s\n", "latency", "mean ms", "p50 ms", "p90 ms", "p99 ms");
@@ -292,9 +301,9 @@ void Report(const std::vector<RequestResult>& results, double duration_s) {
     std::printf("%-10s %10.2f %10.2f %10.2f %10.2f\n", name, s.mean * 1e3, s.p50 * 1e3, s.p90 * 1e3,
                 s.p99 * 1e3);
   }
-  const std::string path = absl::GetFlag(FLAGS_json_output);
-  if (path.empty()) return;
-  nlohmann::ordered_json json = {{"target", absl::GetFlag(FLAGS_target)},
+  return {{"protocol", protocol},
+                                 {"target", protocol == "http" ? absl::GetFlag(FLAGS_http_target)
+                                                               : absl::GetFlag(FLAGS_target)},
                                  {"num_prompts", absl::GetFlag(FLAGS_num_prompts)},
                                  {"concurrency", absl::GetFlag(FLAGS_concurrency)},
                                  {"request_rate", absl::GetFlag(FLAGS_request_rate)},
@@ -307,10 +316,10 @@ void Report(const std::vector<RequestResult>& results, double duration_s) {
                                  {"input_tokens_per_s", input_tokens / duration_s},
                                  {"output_tokens_per_s", output_tokens / duration_s},
                                  {"output_chunks_per_s", chunks / duration_s},
+                                 {"decode_tokens_per_s", decode_tokens_per_s},
                                  {"ttft", StatsJson(t)},
                                  {"itl", StatsJson(i)},
                                  {"e2e", StatsJson(e)}};
-  WriteJson(json, path);
 }
 
 int Main() {
@@ -341,9 +350,29 @@ int Main() {
   }
   std::mt19937_64 rng(absl::GetFlag(FLAGS_seed));
   const std::vector<v1::GenerateRequest> requests = MakeRequests(model.vocab_size(), rng);
-  Progress progress(static_cast<int>(requests.size()), isatty(STDERR_FILENO) != 0);
-  const double duration_s = Run(*stub, requests, rng, progress);
-  Report(progress.Results(), duration_s);
+  nlohmann::ordered_json runs = nlohmann::ordered_json::array();
+  for (const std::string protocol : {"grpc", "http"}) {
+    if (absl::GetFlag(FLAGS_protocol).find(protocol) == std::string::npos) continue;
+    const std::function<Runner()> new_runner = [&]() -> Runner {
+      if (protocol == "grpc") {
+        return [&stub](const v1::GenerateRequest& r) { return RunOne(*stub, r); };
+      }
+      auto client =
+          std::make_shared<mlaserve::bench::HttpStreamClient>(absl::GetFlag(FLAGS_http_target));
+      return [client](const v1::GenerateRequest& r) { return client->Run(r); };
+    };
+    Progress progress(static_cast<int>(requests.size()), isatty(STDERR_FILENO) != 0);
+    const double duration_s = Run(new_runner, requests, rng, progress);
+    if (!runs.empty()) std::printf("\n");
+    runs.push_back(Report(protocol, progress.Results(), duration_s));
+  }
+  if (runs.size() == 2) {
+    std::printf("\n%-28s %12.3f\n", "http/grpc output tokens/s",
+                runs[1]["output_tokens_per_s"].get<double>() /
+                    runs[0]["output_tokens_per_s"].get<double>());
+  }
+  const std::string path = absl::GetFlag(FLAGS_json_output);
+  if (!path.empty()) WriteJson(runs.size() == 1 ? runs[0] : runs, path);
   return 0;
 }
 

@@ -1,11 +1,12 @@
-// mlaserve-synthetic-server: the gRPC front end of `mlaserve serve` (InferenceServer with the
-// real service, reactors, validation and health) over a synthetic engine that computes
-// nothing. Its engine thread runs steps back to back; each step appends one token to every
-// live request, exactly as a decode step of the real engine would, so what mlaserve-bench
-// measures against it is the cost of the front end alone: conversion, streaming, coalescing,
-// gRPC and the client.
+// mlaserve-synthetic-server: the front ends of `mlaserve serve` (InferenceServer with the
+// real service, reactors, validation and health; with --http_port the OpenAI HTTP API too)
+// over a synthetic engine that computes nothing. Its engine thread runs steps back to back; each step appends one token to every
+// live request, exactly as a decode step of the real engine would, with the text "a" (one
+// character per token, so HTTP clients can count tokens), so what mlaserve-bench measures
+// against it is the cost of the front end alone: conversion, streaming, coalescing, the
+// protocol and the client.
 //
-//   mlaserve-synthetic-server --port=50052 [--step_us=0]
+//   mlaserve-synthetic-server --port=50052 [--http_port=8002] [--step_us=0]
 #include <csignal>
 #include <cstdio>
 #include <memory>
@@ -20,11 +21,14 @@
 #include "absl/flags/usage.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
-#include "server/inference_server.h"
-#include "server/serving_engine.h"
+#include "server/grpc/inference_server.h"
+#include "server/http/http_server.h"
+#include "server/common/serving_engine.h"
 
 ABSL_FLAG(std::string, host, "127.0.0.1", "gRPC bind address");
 ABSL_FLAG(int, port, 50052, "gRPC port");
+ABSL_FLAG(int, http_port, 0, "OpenAI HTTP API port (0: off)");
+ABSL_FLAG(int, http_threads, 2, "I/O threads of the HTTP API");
 ABSL_FLAG(int, step_us, 0, "time one synthetic step takes (0: as fast as the loop runs)");
 ABSL_FLAG(int, vocab_size, 32000, "vocabulary the synthetic model reports");
 ABSL_FLAG(int, max_context_tokens, 1 << 20, "context limit the synthetic model reports");
@@ -133,7 +137,8 @@ class SyntheticEngine final : public ServingEngine {
         std::vector<LiveRequest> still_live;
         for (LiveRequest& live : live_) {
           if (live.remaining > 0) {
-            live.stream->Push({static_cast<int32_t>(live.emitted % info_.model_config.vocab_size)}, "", {});
+            live.stream->Push({static_cast<int32_t>(live.emitted % info_.model_config.vocab_size)},
+                              "a", {});
             ++live.emitted;
             --live.remaining;
           }
@@ -187,13 +192,31 @@ int Main() {
     std::fprintf(stderr, "mlaserve-synthetic-server: %s\n", server.status().ToString().c_str());
     return 1;
   }
-  (*server)->SetEngine(std::make_shared<SyntheticEngine>(
+  auto engine = std::make_shared<SyntheticEngine>(
       absl::GetFlag(FLAGS_vocab_size), absl::GetFlag(FLAGS_max_context_tokens),
-      absl::Microseconds(absl::GetFlag(FLAGS_step_us))));
-  std::fprintf(stderr, "mlaserve-synthetic-server: serving on port %d\n", (*server)->port());
+      absl::Microseconds(absl::GetFlag(FLAGS_step_us)));
+  std::unique_ptr<HttpServer> http;
+  if (absl::GetFlag(FLAGS_http_port) != 0) {
+    HttpServerOptions http_options;
+    http_options.host = options.host;
+    http_options.port = absl::GetFlag(FLAGS_http_port);
+    http_options.num_threads = absl::GetFlag(FLAGS_http_threads);
+    absl::StatusOr<std::unique_ptr<HttpServer>> started = HttpServer::Start(http_options);
+    if (!started.ok()) {
+      std::fprintf(stderr, "mlaserve-synthetic-server: %s\n", started.status().ToString().c_str());
+      return 1;
+    }
+    http = *std::move(started);
+    http->routes().SetEngine(engine, nullptr);
+  }
+  (*server)->SetEngine(std::move(engine));
+  std::fprintf(stderr, "mlaserve-synthetic-server: serving on port %d (HTTP %d)\n",
+               (*server)->port(), http != nullptr ? http->port() : 0);
   int signal = 0;
   sigwait(&signals, &signal);
+  if (http != nullptr) http->routes().StartDraining();
   (*server)->DrainAndShutdown(absl::Seconds(5));
+  if (http != nullptr) http->Stop();
   return 0;
 }
 

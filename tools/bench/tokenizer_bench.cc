@@ -3,7 +3,7 @@
 // and the mean of the following passes, in corpus bytes and tokens per CPU second of this
 // thread; tools/tokenizer/bench.js measures the Hugging Face library the same way.
 //
-//   mlaserve-tokenizer-bench --tokenizer=.cache/tokenizer/models/deepseek_v3 \
+//   mlaserve-tokenizer-bench --tokenizer=.cache/tokenizer/models/deepseek_v3
 //       --corpus=.cache/tokenizer/corpus.jsonl [--seconds=10]
 
 #include <time.h>

@@ -1,0 +1,86 @@
+// CudaBackend::Gemm: picks cuBLAS or the tiled kernel (see kernels/cuda/cuda_backend.h).
+//
+// Row-major out[m, n] = a[m, k] · b[n, k]ᵀ is column-major outᵀ[n, m] = bᵀ·a: cuBLAS sees b as a
+// column-major k x n matrix (ld = b's row stride) used transposed, a as a column-major k x m
+// matrix (ld = a's row stride) used as is, and writes an n x m matrix with ld = out's row stride.
+#include <cstdint>
+
+#include "kernels/check.h"
+#include "kernels/cuda/cuda_backend.h"
+#include "kernels/cuda/simple_ops.h"
+#include "kernels/shape_check.h"
+
+namespace mlaserve::MLASERVE_CUDA_NS {
+namespace {
+
+// The problem of p with 2-D operands seen as batch 1 (batch stride 0).
+GemmProblem ProblemOf(const GemmParams& p, const GemmShape& s) {
+  auto batch_stride = [](const TensorView& v) { return v.ndim() == 3 ? v.stride(0) : 0; };
+  auto row_stride = [](const TensorView& v) { return v.stride(v.ndim() - 2); };
+  return GemmProblem{.a = p.a.ptr<const float>(),
+                     .a_batch_stride = batch_stride(p.a),
+                     .a_row_stride = row_stride(p.a),
+                     .b = p.b.data(),
+                     .b_bf16 = p.b.dtype() == DType::kBF16,
+                     .b_batch_stride = batch_stride(p.b),
+                     .b_row_stride = row_stride(p.b),
+                     .out = p.out.ptr<float>(),
+                     .out_batch_stride = batch_stride(p.out),
+                     .out_row_stride = row_stride(p.out),
+                     .batch = s.batch,
+                     .m = s.m,
+                     .n = s.n,
+                     .k = s.k};
+}
+
+// Whether cuBLAS accepts the problem's leading dimensions and sizes (int32 arguments).
+bool CublasCanRun(const GemmProblem& g) {
+  constexpr int64_t kMax = INT32_MAX;
+  return g.a_row_stride >= g.k && g.b_row_stride >= g.k && g.out_row_stride >= g.n &&
+         g.m <= kMax && g.n <= kMax && g.k <= kMax && g.a_row_stride <= kMax &&
+         g.b_row_stride <= kMax && g.out_row_stride <= kMax && g.batch <= kMax;
+}
+
+}  // namespace
+
+void CudaBackend::Gemm(const GemmParams& p) {
+  const GemmShape s = CheckGemm(p);
+  if (s.batch == 0 || s.m == 0 || s.n == 0) return;
+  GemmProblem g = ProblemOf(p, s);
+  const bool round = RoundsGemmInput(activation_dtype_, p.b.dtype());
+  const bool staged = round && static_cast<uint64_t>(s.batch * s.m * s.k) * sizeof(__nv_bfloat16) <=
+                                   kGemmStagingBytes;
+  if (batch_invariant_ || s.k == 0 || !CublasCanRun(g) || (g.b_bf16 && !staged)) {
+    Record(LaunchTiledGemm(g, round, stream_), "Gemm");
+    return;
+  }
+  const float alpha = 1.0f, beta = 0.0f;
+  const void* a = g.a;
+  cudaDataType_t ab_type = CUDA_R_32F;
+  int64_t a_batch_stride = g.a_batch_stride, lda = g.a_row_stride;
+  if (g.b_bf16) {  // staged: a rounded into a contiguous [batch, m, k] bf16 buffer
+    Record(LaunchRoundToBf16(g, gemm_staging_, stream_), "Gemm (round to bf16)");
+    a = gemm_staging_;
+    ab_type = CUDA_R_16BF;
+    a_batch_stride = g.m * g.k;
+    lda = g.k;
+  }
+  const int n = static_cast<int>(g.n), m = static_cast<int>(g.m), k = static_cast<int>(g.k);
+  if (g.batch == 1) {
+    RecordCublas(cublasGemmEx(cublas_, CUBLAS_OP_T, CUBLAS_OP_N, n, m, k, &alpha, g.b, ab_type,
+                              static_cast<int>(g.b_row_stride), a, ab_type, static_cast<int>(lda),
+                              &beta, g.out, CUDA_R_32F, static_cast<int>(g.out_row_stride),
+                              CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+                 "Gemm (cublasGemmEx)");
+  } else {
+    RecordCublas(cublasGemmStridedBatchedEx(
+                     cublas_, CUBLAS_OP_T, CUBLAS_OP_N, n, m, k, &alpha, g.b, ab_type,
+                     static_cast<int>(g.b_row_stride), g.b_batch_stride, a, ab_type,
+                     static_cast<int>(lda), a_batch_stride, &beta, g.out, CUDA_R_32F,
+                     static_cast<int>(g.out_row_stride), g.out_batch_stride,
+                     static_cast<int>(g.batch), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+                 "Gemm (cublasGemmStridedBatchedEx)");
+  }
+}
+
+}  // namespace mlaserve::MLASERVE_CUDA_NS

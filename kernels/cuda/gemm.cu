@@ -1,0 +1,77 @@
+// GEMM kernels of CudaBackend::Gemm (kernels/cuda/cuda_gemm.cc; matches RefBackend::RunGemm,
+// which accumulates in double; here f32).
+// TiledGemmKernel: out[bi] = a[bi] · b[bi]ᵀ. Grid: (ceil(n/16), ceil(m/16), batch); block: 16x16
+//   threads, thread (x, y) owning out[y0 + y, x0 + x]. Shared memory: one 16x17 f32 tile of a and
+//   one of b (2.2 KB; the pad column avoids bank conflicts), refilled per 16-wide k step with a
+//   barrier before and after use. b may be f32 or bf16 (read directly); with round_a, a is
+//   rounded to bf16 (nearest even) on load (kBF16 activations). Each output element sums its k
+//   products in increasing k order with fmaf, whatever m is: batch invariant. Operands are
+//   row-major with arbitrary row and batch strides (innermost contiguous).
+// RoundToBf16Kernel: packs a rounded to bf16 into a contiguous [batch, m, k] staging buffer for
+//   cuBLAS (grid-stride loop, 256-thread blocks, no shared memory).
+#include "kernels/cuda/kernel_util.cuh"
+#include "kernels/cuda/launch.cuh"
+#include "kernels/cuda/simple_ops.h"
+
+namespace mlaserve::MLASERVE_CUDA_NS {
+namespace {
+
+constexpr int kTile = 16;
+
+__global__ void TiledGemmKernel(GemmProblem g, bool round_a) {
+  MLASERVE_SHARED(float, a_tile, [kTile][kTile + 1]);
+  MLASERVE_SHARED(float, b_tile, [kTile][kTile + 1]);
+  const int tx = static_cast<int>(threadIdx.x), ty = static_cast<int>(threadIdx.y);
+  const int64_t bi = blockIdx.z;
+  const int64_t row0 = static_cast<int64_t>(blockIdx.y) * kTile;
+  const int64_t col0 = static_cast<int64_t>(blockIdx.x) * kTile;
+  const float* a = g.a + bi * g.a_batch_stride;
+  const int64_t b_base = bi * g.b_batch_stride;
+  float acc = 0.0f;
+  for (int64_t k0 = 0; k0 < g.k; k0 += kTile) {
+    const int64_t l = k0 + tx;
+    float av = 0.0f, bv = 0.0f;
+    if (row0 + ty < g.m && l < g.k) {
+      av = a[(row0 + ty) * g.a_row_stride + l];
+      if (round_a) av = __bfloat162float(__float2bfloat16(av));
+    }
+    if (col0 + ty < g.n && l < g.k) {
+      bv = LoadAsF32(g.b, g.b_bf16, b_base + (col0 + ty) * g.b_row_stride + l);
+    }
+    a_tile[ty][tx] = av;
+    b_tile[ty][tx] = bv;
+    __syncthreads();
+    for (int kk = 0; kk < kTile; ++kk) acc = fmaf(a_tile[ty][kk], b_tile[tx][kk], acc);
+    __syncthreads();
+  }
+  if (row0 + ty < g.m && col0 + tx < g.n) {
+    g.out[bi * g.out_batch_stride + (row0 + ty) * g.out_row_stride + col0 + tx] = acc;
+  }
+}
+
+__global__ void RoundToBf16Kernel(GemmProblem g, __nv_bfloat16* dst) {
+  const int64_t total = g.batch * g.m * g.k;
+  for (int64_t e = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; e < total;
+       e += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t l = e % g.k, i = (e / g.k) % g.m, bi = e / (g.k * g.m);
+    dst[e] = __float2bfloat16(g.a[bi * g.a_batch_stride + i * g.a_row_stride + l]);
+  }
+}
+
+}  // namespace
+
+cudaError_t LaunchTiledGemm(const GemmProblem& g, bool round_a, cudaStream_t stream) {
+  MLASERVE_CHECK(g.batch <= 65535 && (g.m + kTile - 1) / kTile <= 65535);
+  const dim3 grid(static_cast<unsigned>((g.n + kTile - 1) / kTile),
+                  static_cast<unsigned>((g.m + kTile - 1) / kTile),
+                  static_cast<unsigned>(g.batch));
+  return Launch(TiledGemmKernel, grid, dim3(kTile, kTile), 0, stream, g, round_a);
+}
+
+cudaError_t LaunchRoundToBf16(const GemmProblem& g, __nv_bfloat16* dst, cudaStream_t stream) {
+  constexpr int kThreads = 256;
+  return Launch(RoundToBf16Kernel, dim3(GridFor(g.batch * g.m * g.k, kThreads)), dim3(kThreads),
+                0, stream, g, dst);
+}
+
+}  // namespace mlaserve::MLASERVE_CUDA_NS

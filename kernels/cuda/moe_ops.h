@@ -1,0 +1,23 @@
+// Launchers of the MoE ops on a CUDA stream (implemented by the MoE kernels;
+// kernels/cuda/not_yet_ops.cc until they land). Same contract as kernels/cuda/attention_ops.h:
+// enqueue only, no allocation, no synchronisation, per-step values from device tensors.
+// Semantics: kernels/params.h.
+#ifndef MLASERVE_KERNELS_CUDA_MOE_OPS_H_
+#define MLASERVE_KERNELS_CUDA_MOE_OPS_H_
+
+#include "kernels/cuda/compat.cuh"
+#include "kernels/dtype.h"
+#include "kernels/params.h"
+
+namespace mlaserve::MLASERVE_CUDA_NS {
+
+cudaError_t LaunchMoeRoute(const MoeRouteParams& p, cudaStream_t stream);
+cudaError_t LaunchMoeAlignBlockSize(const MoeAlignParams& p, cudaStream_t stream);
+// activation_dtype: Backend::activation_dtype (kBF16 rounds x and the expert activations that
+// meet bf16 weights).
+cudaError_t LaunchMoeExperts(const MoeExpertsParams& p, DType activation_dtype,
+                             cublasHandle_t cublas, cudaStream_t stream);
+
+}  // namespace mlaserve::MLASERVE_CUDA_NS
+
+#endif  // MLASERVE_KERNELS_CUDA_MOE_OPS_H_

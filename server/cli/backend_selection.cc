@@ -1,0 +1,86 @@
+#include "server/cli/backend_selection.h"
+
+#include <fstream>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "kernels/cpu/cpu_backend.h"
+#include "kernels/cpu/cpu_features.h"
+#include "kernels/cpu/cpu_stream_tuning.h"
+#include "kernels/ref/ref_backend.h"
+#include "server/cli/cuda_plugin_loader.h"
+#include "server/common/log.h"
+#ifdef MLASERVE_HAVE_CUDA_SIM
+#include "kernels/cuda/cuda_backend_factory.h"
+#endif
+
+namespace mlaserve {
+namespace {
+
+// The kernel's transparent huge page mode ("always", "madvise" or "never"): the CPU backend's
+// weights need "always" or "madvise" to be mapped with 2 MiB pages (docs/deployment.md).
+std::string TransparentHugePages() {
+  std::ifstream in("/sys/kernel/mm/transparent_hugepage/enabled");
+  std::string line;
+  std::getline(in, line);
+  const size_t open = line.find('['), close = line.find(']');
+  if (open == std::string::npos || close == std::string::npos || close < open) return "unknown";
+  return line.substr(open + 1, close - open - 1);
+}
+
+// The facts and run-time choices that decide CPU speed on this host, in the start-up log.
+std::unique_ptr<Backend> NewLoggedCpuBackend(int num_threads, bool batch_invariant,
+                                             DType activation_dtype) {
+  auto backend = std::make_unique<CpuBackend>(num_threads, batch_invariant, activation_dtype);
+  const CpuInfo& cpu = GetCpuInfo();
+  const StreamTuningChoice& tuning = TuneStreaming(backend->context());
+  LogEvent("cpu_backend", {{"cpu", cpu.model},
+                           {"vendor", cpu.vendor},
+                           {"isa", std::string(CpuIsaName(backend->isa()))},
+                           {"threads", int64_t{backend->num_threads()}},
+                           {"l2_bytes", cpu.l2_bytes},
+                           {"amx", cpu.amx_bf16},
+                           {"decode_prefetch", StreamTuningName(tuning.tuning)},
+                           {"decode_prefetch_source", tuning.source},
+                           {"probe_gbps", tuning.probe_gbps},
+                           {"transparent_hugepages", TransparentHugePages()}});
+  return backend;
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Backend>> CreateBackend(const std::string& kind, int num_threads,
+                                                       bool batch_invariant,
+                                                       DType activation_dtype) {
+  if (kind == "cpu") return NewLoggedCpuBackend(num_threads, batch_invariant, activation_dtype);
+  if (kind == "ref") return MakeRefBackend(activation_dtype);
+  if (kind == "cuda-sim") {
+#ifdef MLASERVE_HAVE_CUDA_SIM
+    LogEvent("cuda_backend", {{"device", std::string("SIMT simulator (kernels/cuda/sim)")}});
+    return cuda_sim::NewCudaBackend(
+        {.batch_invariant = batch_invariant, .activation_dtype = activation_dtype});
+#else
+    return absl::FailedPreconditionError(
+        "--backend=cuda-sim: this build has no CUDA simulator (built without the CUDA Toolkit)");
+#endif
+  }
+  if (kind == "cuda" || kind == "auto") {
+    std::string why;
+    const int devices = PluginCudaDeviceCount(&why);
+    if (devices > 0) {
+      LogEvent("cuda_backend", {{"device", int64_t{0}}, {"devices", int64_t{devices}}});
+      return NewPluginCudaBackend(0, batch_invariant, activation_dtype);
+    }
+    if (kind == "cuda") {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "--backend=cuda: no usable CUDA device: ", why,
+          "; use --backend=cpu, or --backend=cuda-sim to run the CUDA kernels on the simulator"));
+    }
+    LogEvent("backend_auto", {{"chosen", std::string("cpu")}, {"reason", why}});
+    return NewLoggedCpuBackend(num_threads, batch_invariant, activation_dtype);
+  }
+  return absl::InvalidArgumentError(
+      absl::StrCat("--backend: unknown value \"", kind, "\" (auto, cpu, cuda, cuda-sim or ref)"));
+}
+
+}  // namespace mlaserve

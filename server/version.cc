@@ -1,7 +1,0 @@
-#include "server/version.h"
-
-namespace mlaserve {
-
-const char* Version() { return "0.1.0"; }
-
-}  // namespace mlaserve

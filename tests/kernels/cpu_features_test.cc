@@ -1,0 +1,65 @@
+// CpuInfo against the kernel's own view of the processor (/proc/cpuinfo), an independent reading
+// of the same cpuid bits and OS state.
+#include "kernels/cpu/cpu_features.h"
+
+#include <fstream>
+#include <set>
+#include <sstream>
+#include <string>
+
+#include "gtest/gtest.h"
+
+namespace mlaserve {
+namespace {
+
+// The first processor's "key : value" fields of /proc/cpuinfo.
+std::string Field(const std::string& key) {
+  std::ifstream in("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind(key, 0) == 0) {
+      const size_t colon = line.find(':');
+      if (colon != std::string::npos) {
+        const size_t start = line.find_first_not_of(' ', colon + 1);
+        return start == std::string::npos ? "" : line.substr(start);
+      }
+    }
+  }
+  return "";
+}
+
+TEST(CpuFeaturesTest, AgreesWithProcCpuinfo) {
+  const std::string flags_line = Field("flags");
+  if (flags_line.empty()) GTEST_SKIP() << "/proc/cpuinfo has no flags line";
+  std::set<std::string> flags;
+  std::istringstream words(flags_line);
+  for (std::string w; words >> w;) flags.insert(w);
+  const CpuInfo& c = GetCpuInfo();
+  EXPECT_EQ(c.vendor, Field("vendor_id"));
+  EXPECT_EQ(c.model, Field("model name"));
+  // Linux lists a flag only when the OS enabled its state too, as CpuInfo does.
+  EXPECT_EQ(c.avx2, flags.count("avx2") > 0);
+  EXPECT_EQ(c.fma, flags.count("fma") > 0);
+  EXPECT_EQ(c.f16c, flags.count("f16c") > 0);
+  EXPECT_EQ(c.avx512f, flags.count("avx512f") > 0);
+  EXPECT_EQ(c.avx512bw, flags.count("avx512bw") > 0);
+  EXPECT_EQ(c.avx512vl, flags.count("avx512vl") > 0);
+  EXPECT_EQ(c.avx512dq, flags.count("avx512dq") > 0);
+  EXPECT_EQ(c.avx512_bf16, flags.count("avx512_bf16") > 0);
+  EXPECT_EQ(c.amx_tile, flags.count("amx_tile") > 0);
+  EXPECT_EQ(c.amx_bf16, flags.count("amx_bf16") > 0);
+}
+
+TEST(CpuFeaturesTest, SelectionNeverExceedsDetection) {
+  const CpuIsa detected = DetectCpuIsa();
+  setenv("MLASERVE_CPU_ISA", "avx512_bf16", 1);
+  EXPECT_EQ(SelectCpuIsa(), detected);
+  setenv("MLASERVE_CPU_ISA", "scalar", 1);
+  EXPECT_EQ(SelectCpuIsa(), CpuIsa::kScalar);
+  setenv("MLASERVE_CPU_ISA", "bogus", 1);
+  EXPECT_EQ(SelectCpuIsa(), detected);
+  unsetenv("MLASERVE_CPU_ISA");
+}
+
+}  // namespace
+}  // namespace mlaserve
