@@ -28,7 +28,6 @@ std::string StripImpl(const std::string& s, const Value* chars, bool left, bool 
 }
 
 static std::string Lower(std::string s) { for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c))); return s; }
-static std::string Upper(std::string s) { for (char& c : s) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c))); return s; }
 std::string TitleImpl(const std::string& s) {
   std::string out;
   bool prev_cased = false;
@@ -104,11 +103,6 @@ const Value* Arg(const ValueList& args, const KwArgs& kwargs, size_t index, std:
   if (index < args.size()) return &args[index];
   for (const auto& [k, v] : kwargs) if (k == name) return &v;
   return nullptr;
-}
-
-int64_t IntArg(const Value* v, int64_t fallback) {
-  if (v == nullptr || !v->is_number()) return fallback;
-  return v->kind == Kind::kInt ? v->i : static_cast<int64_t>(v->f);
 }
 
 }  // namespace
