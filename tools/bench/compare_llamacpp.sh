@@ -57,7 +57,7 @@ if [ "$streams" -gt 0 ]; then
   "$root/build/bin/mlaserve" serve --model="$model" --backend=cpu --threads="$threads" \
       --port="$port" --http_port=0 --metrics_port=0 --max_num_seqs="$streams" 2>/dev/null &
   server=$!
-  trap 'kill "$server" 2>/dev/null; rm -f "$log"' EXIT
+  trap 'kill "$server" 2>/dev/null || true; rm -f "$log"' EXIT
   for _ in $(seq 600); do
     "$root/build/bin/mlaserve-bench" --target="127.0.0.1:$port" --rpc=get_server_info \
         --num_prompts=1 --concurrency=1 >/dev/null 2>&1 && break
