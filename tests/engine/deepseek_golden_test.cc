@@ -12,6 +12,9 @@
 #include "kernels/cpu/cpu_backend.h"
 #include "kernels/ref/ref_backend.h"
 #include "tests/engine/model_test_util.h"
+#ifdef MLASERVE_TEST_CUDA_SIM
+#include "kernels/cuda/cuda_backend_factory.h"
+#endif
 
 namespace mlaserve {
 namespace {
@@ -79,9 +82,27 @@ int32_t CheckStep(absl::Span<const float> row, const Golden& golden, size_t step
   return greedy;
 }
 
-// The oracle and the production CPU backend (2 threads, so work is really split).
-std::unique_ptr<Backend> MakeBackend(const std::string& name) {
-  return name == "ref" ? MakeRefBackend() : MakeCpuBackend(2);
+// The oracle, the production CPU backend (2 threads, so work is really split) and, where the
+// CUDA Toolkit is installed, the CUDA backend with its kernels run by the SIMT simulator.
+std::unique_ptr<Backend> MakeBackend(const std::string& name, DType dtype = DType::kF32) {
+  if (name == "ref") return MakeRefBackend(dtype);
+#ifdef MLASERVE_TEST_CUDA_SIM
+  if (name == "cuda_sim") {
+    auto backend = cuda_sim::NewCudaBackend(
+        {.batch_invariant = dtype == DType::kBF16, .activation_dtype = dtype});
+    EXPECT_TRUE(backend.ok()) << backend.status();
+    return backend.ok() ? std::move(*backend) : nullptr;
+  }
+#endif
+  return MakeCpuBackend(2, /*batch_invariant=*/dtype == DType::kBF16, dtype);
+}
+
+std::vector<std::string> BackendNames() {
+  std::vector<std::string> names = {"ref", "cpu"};
+#ifdef MLASERVE_TEST_CUDA_SIM
+  names.push_back("cuda_sim");
+#endif
+  return names;
 }
 
 class GoldenTest
@@ -149,12 +170,13 @@ TEST_P(GoldenTest, MixedDecodeAndPrefillBatchesMatchReference) {
       which.push_back(k);
     }
     ASSERT_TRUE(runner->Execute(batch, &logits).ok());
-    for (size_t i = 0; i < batch.size(); ++i) seqs[which[i]].num_computed += batch[i].num_new_tokens;
+    for (size_t i = 0; i < batch.size(); ++i)
+      seqs[which[i]].num_computed += batch[i].num_new_tokens;
     for (size_t r = 0; r < logits.items.size(); ++r) {
       if (!batch[logits.items[r]].needs_logits) continue;
       const int k = which[logits.items[r]];
-      const int32_t id = CheckStep(logits.row(r), *golden, checked[k], variant + "/seq" +
-                                                                          std::to_string(k));
+      const int32_t id =
+          CheckStep(logits.row(r), *golden, checked[k], variant + "/seq" + std::to_string(k));
       if (::testing::Test::HasFailure()) return;
       seqs[k].tokens.push_back(id);
       ++checked[k];
@@ -162,9 +184,9 @@ TEST_P(GoldenTest, MixedDecodeAndPrefillBatchesMatchReference) {
   }
 }
 
-// bf16 activations (--dtype=bfloat16), on the oracle and the CPU backend (whose packed prompt
-// GEMMs take the BF16 dot-product path where the processor has it), golden ids fed back
-// (teacher forcing) so that every step compares the same context. The reference itself moves
+// bf16 activations (--dtype=bfloat16), on every backend (the CPU's packed prompt GEMMs take the
+// BF16 dot-product path where the processor has it; CUDA's run bf16 x bf16 GEMMs), golden ids fed
+// back (teacher forcing) so that every step compares the same context. The reference itself moves
 // the golden top-5 logprobs by up to d = Golden::bf16_deviation when it rounds its linear
 // inputs to bf16; mlaserve rounds at partly different points (absorbed decode attention), so
 // its logprobs must stay within 4d of the fp32 golden (and 1e-3 where d is 0: no bf16
@@ -178,8 +200,7 @@ TEST_P(GoldenBf16Test, TopLogprobsStayWithinTheReferencesRoundingDeviation) {
   auto golden = testing::ReadGolden(dir);
   ASSERT_TRUE(golden.ok()) << golden.status();
   const double tolerance = std::max(kLogprobTolerance, 4 * golden->bf16_deviation);
-  auto backend = backend_name == "ref" ? MakeRefBackend(DType::kBF16)
-                                       : MakeCpuBackend(2, /*batch_invariant=*/true, DType::kBF16);
+  auto backend = MakeBackend(backend_name, DType::kBF16);
   const RunConfig& rc = kRunConfigs[2];  // whole prompt, then decode steps replayed as graphs
   auto runner = LoadRunner(dir, backend.get(), rc);
   ASSERT_NE(runner, nullptr);
@@ -206,19 +227,19 @@ TEST_P(GoldenBf16Test, TopLogprobsStayWithinTheReferencesRoundingDeviation) {
 
 INSTANTIATE_TEST_SUITE_P(Variants, GoldenBf16Test,
                          ::testing::Combine(::testing::ValuesIn(testing::ModelVariants()),
-                                            ::testing::Values("ref", "cpu")),
+                                            ::testing::ValuesIn(BackendNames())),
                          [](const auto& info) {
                            return std::get<0>(info.param) + "_" + std::get<1>(info.param);
                          });
 
-INSTANTIATE_TEST_SUITE_P(
-    Variants, GoldenTest,
-    ::testing::Combine(::testing::ValuesIn(testing::ModelVariants()),
-                       ::testing::ValuesIn(kRunConfigs), ::testing::Values("ref", "cpu")),
-    [](const auto& info) {
-      return std::get<0>(info.param) + "_" + std::get<1>(info.param).name + "_" +
-             std::get<2>(info.param);
-    });
+INSTANTIATE_TEST_SUITE_P(Variants, GoldenTest,
+                         ::testing::Combine(::testing::ValuesIn(testing::ModelVariants()),
+                                            ::testing::ValuesIn(kRunConfigs),
+                                            ::testing::ValuesIn(BackendNames())),
+                         [](const auto& info) {
+                           return std::get<0>(info.param) + "_" + std::get<1>(info.param).name +
+                                  "_" + std::get<2>(info.param);
+                         });
 
 }  // namespace
 }  // namespace mlaserve

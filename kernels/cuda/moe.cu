@@ -1,0 +1,333 @@
+// MoE on the device: the router, moe_align_block_size and the routed experts (kernels/params.h
+// MoeRouteParams, MoeAlignParams, MoeExpertsParams; oracle: kernels/ref/ref_moe.cc).
+//
+// - Router: one thread per token runs the oracle's selection serially (scores in double, as the
+//   oracle computes them, rounded once to f32), so ids match it exactly, ties included.
+// - Align: one launch of one block (kAlignThreads threads): thread 0 counts pairs per expert,
+//   scans the padded counts and scatters pair ids in ascending pair order, so each expert's run
+//   stays sorted; padding gets the sentinel. At 1 token and 256 experts this is one launch, a
+//   few hundred integer operations and no global atomics or second pass: well under the ~23 µs
+//   of the published multi-kernel path, which pays several launches and a grid-wide scan.
+// - Experts: one block per aligned row computes the row's gate and up projections and SiLU·mul,
+//   a second launch its down projection; a combine launch gives each token the weighted sum of
+//   its top_k rows (found by scanning the aligned order), in k order, with no float atomics.
+//   Every token's output row is written (zeros without pairs). The number of aligned rows is
+//   read on the device (num_tokens_post_pad), so the launches replay from a graph.
+// Correctness first: the GEMMs are plain dot products, not tiled tensor-core GEMMs.
+#include <cmath>
+#include <cstdint>
+
+#include "kernels/check.h"
+#include "kernels/cuda/kernel_util.cuh"
+#include "kernels/cuda/launch.cuh"
+#include "kernels/cuda/moe_ops.h"
+#include "kernels/dtype.h"
+#include "kernels/shape_check.h"
+
+namespace mlaserve::MLASERVE_CUDA_NS {
+namespace {
+
+constexpr int kMaxExperts = 256;
+constexpr int kMaxTopK = 16;
+constexpr int kThreads = 128;
+
+struct RouteArgs {
+  int num_experts, top_k, n_group, topk_group;
+  bool sigmoid, grouped, noaux, normalize, scale;
+  float routed_scaling_factor;
+};
+
+// Index of the largest value[i] with allowed[i], ties to the lower index; -1 if none.
+__device__ int ArgMaxAllowed(const float* value, const bool* allowed, int n) {
+  int best = -1;
+  for (int i = 0; i < n; ++i) {
+    if (allowed[i] && (best < 0 || value[i] > value[best])) best = i;
+  }
+  return best;
+}
+
+__global__ void MoeRouteKernel(const float* logits, int64_t lg_s0, int64_t num_tokens,
+                               const float* bias, int64_t bias_s0, RouteArgs a, int32_t* ids,
+                               int64_t ids_s0, float* weights, int64_t w_s0) {
+  const int64_t t = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  if (t >= num_tokens) return;
+  const float* row = logits + t * lg_s0;
+  float scores[kMaxExperts], choice[kMaxExperts];
+  bool allowed[kMaxExperts];
+  const int n = a.num_experts;
+  if (a.sigmoid) {
+    for (int e = 0; e < n; ++e)
+      scores[e] = static_cast<float>(1.0 / (1.0 + exp(-static_cast<double>(row[e]))));
+  } else {
+    double max = -INFINITY, sum = 0.0;
+    for (int e = 0; e < n; ++e) max = fmax(max, static_cast<double>(row[e]));
+    for (int e = 0; e < n; ++e) sum += exp(static_cast<double>(row[e]) - max);
+    for (int e = 0; e < n; ++e)
+      scores[e] = static_cast<float>(exp(static_cast<double>(row[e]) - max) / sum);
+  }
+  for (int e = 0; e < n; ++e) {
+    const double b = a.noaux ? static_cast<double>(bias[e * bias_s0]) : 0.0;
+    choice[e] = static_cast<float>(scores[e] + b);
+    allowed[e] = true;
+  }
+  if (a.grouped) {
+    const int group_size = n / a.n_group;
+    float group_score[kMaxExperts];
+    bool group_open[kMaxExperts], group_kept[kMaxExperts];
+    for (int g = 0; g < a.n_group; ++g) {
+      // The group's best choice value, or (noaux_tc) the f32 sum of its two best.
+      float first = -INFINITY, second = -INFINITY;
+      for (int i = 0; i < group_size; ++i) {
+        const float v = choice[g * group_size + i];
+        if (v > first) {
+          second = first;
+          first = v;
+        } else if (v > second) {
+          second = v;
+        }
+      }
+      group_score[g] = a.noaux ? first + second : first;
+      group_open[g] = true;
+      group_kept[g] = false;
+    }
+    for (int i = 0; i < a.topk_group; ++i) {
+      const int g = ArgMaxAllowed(group_score, group_open, a.n_group);
+      group_open[g] = false;
+      group_kept[g] = true;
+    }
+    for (int e = 0; e < n; ++e) allowed[e] = group_kept[e / group_size];
+  }
+  int chosen[kMaxTopK];
+  double weight_sum = 0.0;
+  for (int k = 0; k < a.top_k; ++k) {
+    chosen[k] = ArgMaxAllowed(choice, allowed, n);
+    allowed[chosen[k]] = false;
+    weight_sum += scores[chosen[k]];
+  }
+  for (int k = 0; k < a.top_k; ++k) {
+    double w = scores[chosen[k]];
+    if (a.normalize) w /= weight_sum + 1e-20;
+    if (a.scale) w *= a.routed_scaling_factor;
+    ids[t * ids_s0 + k] = chosen[k];
+    weights[t * w_s0 + k] = static_cast<float>(w);
+  }
+}
+
+__global__ void MoeAlignKernel(const int32_t* topk_ids, int64_t ids_s0, int top_k,
+                               int64_t num_pairs, int num_experts, int block, int32_t* sorted,
+                               int64_t sorted_s0, int32_t* block_expert, int64_t be_s0,
+                               int32_t* offsets_out, int64_t off_s0, int32_t* post_pad) {
+  if (threadIdx.x != 0) return;
+  int32_t offsets[kMaxExperts + 1], cursor[kMaxExperts];
+  for (int e = 0; e <= num_experts; ++e) offsets[e] = 0;
+  for (int64_t pair = 0; pair < num_pairs; ++pair) {
+    ++offsets[topk_ids[(pair / top_k) * ids_s0 + pair % top_k] + 1];
+  }
+  for (int e = 0; e < num_experts; ++e) {
+    offsets[e + 1] = offsets[e] + (offsets[e + 1] + block - 1) / block * block;
+    cursor[e] = offsets[e];
+  }
+  for (int64_t pair = 0; pair < num_pairs; ++pair) {
+    const int e = topk_ids[(pair / top_k) * ids_s0 + pair % top_k];
+    sorted[cursor[e]++ * sorted_s0] = static_cast<int32_t>(pair);
+  }
+  for (int e = 0; e < num_experts; ++e) {
+    for (int32_t r = cursor[e]; r < offsets[e + 1]; ++r) {
+      sorted[r * sorted_s0] = static_cast<int32_t>(num_pairs);
+    }
+    for (int32_t b = offsets[e] / block; b < offsets[e + 1] / block; ++b)
+      block_expert[b * be_s0] = e;
+  }
+  for (int e = 0; e <= num_experts; ++e) offsets_out[e * off_s0] = offsets[e];
+  post_pad[0] = offsets[num_experts];
+}
+
+// The aligned rows and what the expert kernels read of them.
+struct ExpertRows {
+  const int32_t* sorted;
+  int64_t sorted_s0;
+  const int32_t* block_expert;
+  int64_t be_s0;
+  const int32_t* post_pad;
+  int block;
+  int64_t num_pairs;
+  int top_k;
+};
+
+__device__ float Input(float v, bool round) {
+  return round ? __bfloat162float(__float2bfloat16(v)) : v;
+}
+
+__global__ void GateUpKernel(ExpertRows rows, const float* x, int64_t x_s0, const void* w13,
+                             bool w13_bf16, int64_t hidden, int64_t inter, bool round_x,
+                             float* gate_up, int64_t gu_s0, float* act, int64_t act_s0) {
+  const int64_t r = blockIdx.x;
+  if (r >= rows.post_pad[0]) return;
+  const int32_t pair = rows.sorted[r * rows.sorted_s0];
+  if (pair == rows.num_pairs) return;  // padding
+  const int64_t t = pair / rows.top_k;
+  const int64_t e = rows.block_expert[(r / rows.block) * rows.be_s0];
+  const float* xr = x + t * x_s0;
+  for (int64_t i = threadIdx.x; i < 2 * inter; i += blockDim.x) {
+    const int64_t w = (e * 2 * inter + i) * hidden;
+    float dot = 0.0f;
+    for (int64_t c = 0; c < hidden; ++c)
+      dot += LoadAsF32(w13, w13_bf16, w + c) * Input(xr[c], round_x);
+    gate_up[r * gu_s0 + i] = dot;
+  }
+  __syncthreads();
+  for (int64_t i = threadIdx.x; i < inter; i += blockDim.x) {
+    const float g = gate_up[r * gu_s0 + i];
+    act[r * act_s0 + i] = g / (1.0f + __expf(-g)) * gate_up[r * gu_s0 + inter + i];
+  }
+}
+
+__global__ void DownKernel(ExpertRows rows, const float* act, int64_t act_s0, const void* w2,
+                           bool w2_bf16, int64_t hidden, int64_t inter, bool round_act, float* down,
+                           int64_t down_s0) {
+  const int64_t r = blockIdx.x;
+  if (r >= rows.post_pad[0]) return;
+  const int32_t pair = rows.sorted[r * rows.sorted_s0];
+  if (pair == rows.num_pairs) return;
+  const int64_t e = rows.block_expert[(r / rows.block) * rows.be_s0];
+  const float* ar = act + r * act_s0;
+  for (int64_t c = threadIdx.x; c < hidden; c += blockDim.x) {
+    const int64_t w = (e * hidden + c) * inter;
+    float dot = 0.0f;
+    for (int64_t i = 0; i < inter; ++i)
+      dot += LoadAsF32(w2, w2_bf16, w + i) * Input(ar[i], round_act);
+    down[r * down_s0 + c] = dot;
+  }
+}
+
+__global__ void CombineKernel(ExpertRows rows, const float* weights, int64_t w_s0,
+                              const float* down, int64_t down_s0, int64_t hidden, float* out,
+                              int64_t out_s0) {
+  MLASERVE_SHARED(int32_t, position, [kMaxTopK]);
+  const int64_t t = blockIdx.x;
+  if (static_cast<int>(threadIdx.x) < rows.top_k) position[threadIdx.x] = -1;
+  __syncthreads();
+  const int32_t total = rows.post_pad[0];
+  for (int32_t r = threadIdx.x; r < total; r += blockDim.x) {
+    const int32_t pair = rows.sorted[r * rows.sorted_s0];
+    if (pair != rows.num_pairs && pair / rows.top_k == t) position[pair % rows.top_k] = r;
+  }
+  __syncthreads();
+  for (int64_t c = threadIdx.x; c < hidden; c += blockDim.x) {
+    float sum = 0.0f;
+    for (int k = 0; k < rows.top_k; ++k) {
+      if (position[k] >= 0) sum += weights[t * w_s0 + k] * down[position[k] * down_s0 + c];
+    }
+    out[t * out_s0 + c] = sum;
+  }
+}
+
+}  // namespace
+
+cudaError_t LaunchMoeRoute(const MoeRouteParams& p, cudaStream_t stream) {
+  CheckTensor(p.logits, "MoeRoute.logits", DType::kF32, {kAnyDim, kAnyDim});
+  const int64_t num_tokens = p.logits.size(0);
+  const int num_experts = static_cast<int>(p.logits.size(1));
+  MLASERVE_CHECK(num_experts <= kMaxExperts && p.top_k >= 1 && p.top_k <= kMaxTopK &&
+                 p.top_k <= num_experts);
+  CheckTensor(p.topk_ids, "MoeRoute.topk_ids", DType::kI32, {num_tokens, p.top_k});
+  CheckTensor(p.topk_weights, "MoeRoute.topk_weights", DType::kF32, {num_tokens, p.top_k});
+  RouteArgs a{};
+  a.num_experts = num_experts;
+  a.top_k = p.top_k;
+  a.grouped = p.method != MoeTopkMethod::kGreedy;
+  a.noaux = p.method == MoeTopkMethod::kNoauxTc;
+  a.n_group = a.grouped ? p.n_group : 1;
+  a.topk_group = a.grouped ? p.topk_group : 1;
+  if (a.grouped) {
+    MLASERVE_CHECK(p.n_group >= 1 && num_experts % p.n_group == 0);
+    MLASERVE_CHECK(p.topk_group >= 1 && p.topk_group <= p.n_group);
+    MLASERVE_CHECK(p.top_k <= p.topk_group * (num_experts / p.n_group));
+  }
+  if (a.noaux) {
+    MLASERVE_CHECK(num_experts / p.n_group >= 2);
+    CheckTensor(p.correction_bias, "MoeRoute.correction_bias", DType::kF32, {num_experts});
+  }
+  a.sigmoid = p.scoring == MoeScoring::kSigmoid;
+  a.normalize = p.top_k > 1 && p.norm_topk_prob;
+  a.scale = p.scale_always || !a.normalize;
+  a.routed_scaling_factor = p.routed_scaling_factor;
+  if (num_tokens == 0) return cudaSuccess;
+  return Launch(MoeRouteKernel, dim3(GridFor(num_tokens, 32)), dim3(32), 0, stream,
+                p.logits.ptr<const float>(), p.logits.stride(0), num_tokens,
+                a.noaux ? p.correction_bias.ptr<const float>() : nullptr,
+                a.noaux ? p.correction_bias.stride(0) : int64_t{0}, a, p.topk_ids.ptr<int32_t>(),
+                p.topk_ids.stride(0), p.topk_weights.ptr<float>(), p.topk_weights.stride(0));
+}
+
+cudaError_t LaunchMoeAlignBlockSize(const MoeAlignParams& p, cudaStream_t stream) {
+  CheckTensor(p.topk_ids, "MoeAlign.topk_ids", DType::kI32, {kAnyDim, kAnyDim});
+  const int top_k = static_cast<int>(p.topk_ids.size(1));
+  const int64_t num_pairs = p.topk_ids.size(0) * top_k;
+  const int num_experts = p.num_experts;
+  const int64_t block = p.block_size;
+  MLASERVE_CHECK(num_experts >= 1 && num_experts <= kMaxExperts && block >= 1);
+  const int64_t len = num_pairs + num_experts * (block - 1);
+  CheckTensor(p.sorted_ids, "MoeAlign.sorted_ids", DType::kI32, {len});
+  CheckTensor(p.block_expert_ids, "MoeAlign.block_expert_ids", DType::kI32,
+              {(len + block - 1) / block});
+  CheckTensor(p.expert_offsets, "MoeAlign.expert_offsets", DType::kI32, {num_experts + 1});
+  CheckTensor(p.num_tokens_post_pad, "MoeAlign.num_tokens_post_pad", DType::kI32, {1});
+  return Launch(MoeAlignKernel, dim3(1), dim3(32), 0, stream, p.topk_ids.ptr<const int32_t>(),
+                p.topk_ids.stride(0), top_k, num_pairs, num_experts, static_cast<int>(block),
+                p.sorted_ids.ptr<int32_t>(), p.sorted_ids.stride(0),
+                p.block_expert_ids.ptr<int32_t>(), p.block_expert_ids.stride(0),
+                p.expert_offsets.ptr<int32_t>(), p.expert_offsets.stride(0),
+                p.num_tokens_post_pad.ptr<int32_t>());
+}
+
+cudaError_t LaunchMoeExperts(const MoeExpertsParams& p, DType activation_dtype, cublasHandle_t,
+                             cudaStream_t stream) {
+  CheckTensor(p.x, "MoeExperts.x", DType::kF32, {kAnyDim, kAnyDim});
+  const int64_t num_tokens = p.x.size(0), hidden = p.x.size(1);
+  CheckTensor(p.w13, "MoeExperts.w13", kWeightDTypes, {kAnyDim, kAnyDim, hidden});
+  CheckContiguous(p.w13, "MoeExperts.w13");
+  const int64_t num_experts = p.w13.size(0), inter = p.w13.size(1) / 2;
+  MLASERVE_CHECK(p.w13.size(1) == 2 * inter);
+  CheckTensor(p.w2, "MoeExperts.w2", kWeightDTypes, {num_experts, hidden, inter});
+  CheckContiguous(p.w2, "MoeExperts.w2");
+  CheckTensor(p.topk_weights, "MoeExperts.topk_weights", DType::kF32, {num_tokens, kAnyDim});
+  const int top_k = static_cast<int>(p.topk_weights.size(1));
+  MLASERVE_CHECK(top_k >= 1 && top_k <= kMaxTopK && p.block_size >= 1);
+  const int64_t len = num_tokens * top_k + num_experts * (p.block_size - 1);
+  CheckTensor(p.sorted_ids, "MoeExperts.sorted_ids", DType::kI32, {len});
+  CheckTensor(p.block_expert_ids, "MoeExperts.block_expert_ids", DType::kI32,
+              {(len + p.block_size - 1) / p.block_size});
+  CheckTensor(p.num_tokens_post_pad, "MoeExperts.num_tokens_post_pad", DType::kI32, {1});
+  CheckTensor(p.workspace_gate_up, "MoeExperts.workspace_gate_up", DType::kF32, {len, 2 * inter});
+  CheckTensor(p.workspace_act, "MoeExperts.workspace_act", DType::kF32, {len, inter});
+  CheckTensor(p.workspace_down, "MoeExperts.workspace_down", DType::kF32, {len, hidden});
+  CheckTensor(p.out, "MoeExperts.out", DType::kF32, {num_tokens, hidden});
+  if (num_tokens == 0) return cudaSuccess;
+  const ExpertRows rows{p.sorted_ids.ptr<const int32_t>(),
+                        p.sorted_ids.stride(0),
+                        p.block_expert_ids.ptr<const int32_t>(),
+                        p.block_expert_ids.stride(0),
+                        p.num_tokens_post_pad.ptr<const int32_t>(),
+                        p.block_size,
+                        num_tokens * top_k,
+                        top_k};
+  const bool w13_bf16 = p.w13.dtype() == DType::kBF16, w2_bf16 = p.w2.dtype() == DType::kBF16;
+  cudaError_t e = Launch(GateUpKernel, dim3(static_cast<unsigned>(len)), dim3(kThreads), 0, stream,
+                         rows, p.x.ptr<const float>(), p.x.stride(0), p.w13.data(), w13_bf16,
+                         hidden, inter, RoundsGemmInput(activation_dtype, p.w13.dtype()),
+                         p.workspace_gate_up.ptr<float>(), p.workspace_gate_up.stride(0),
+                         p.workspace_act.ptr<float>(), p.workspace_act.stride(0));
+  if (e != cudaSuccess) return e;
+  e = Launch(DownKernel, dim3(static_cast<unsigned>(len)), dim3(kThreads), 0, stream, rows,
+             p.workspace_act.ptr<const float>(), p.workspace_act.stride(0), p.w2.data(), w2_bf16,
+             hidden, inter, RoundsGemmInput(activation_dtype, p.w2.dtype()),
+             p.workspace_down.ptr<float>(), p.workspace_down.stride(0));
+  if (e != cudaSuccess) return e;
+  return Launch(CombineKernel, dim3(static_cast<unsigned>(num_tokens)), dim3(kThreads), 0, stream,
+                rows, p.topk_weights.ptr<const float>(), p.topk_weights.stride(0),
+                p.workspace_down.ptr<const float>(), p.workspace_down.stride(0), hidden,
+                p.out.ptr<float>(), p.out.stride(0));
+}
+
+}  // namespace mlaserve::MLASERVE_CUDA_NS
