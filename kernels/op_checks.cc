@@ -83,4 +83,47 @@ GatherKvShape CheckGatherKv(const GatherKvParams& p) {
   return {num_blocks, block_size, kv_dim, num_seqs, p.out.size(0)};
 }
 
+MlaDecodeShape CheckMlaDecode(const MlaDecodeParams& p) {
+  CheckTensor(p.q_latent, "MlaDecode.q_latent", DType::kF32, {kAnyDim, kAnyDim, kAnyDim});
+  const int64_t num_seqs = p.q_latent.size(0), num_heads = p.q_latent.size(1);
+  const int64_t rank = p.q_latent.size(2);
+  CheckTensor(p.q_pe, "MlaDecode.q_pe", DType::kF32, {num_seqs, num_heads, kAnyDim});
+  const int64_t rope_dim = p.q_pe.size(2);
+  CheckTensor(p.kv_cache, "MlaDecode.kv_cache", kKvCacheDTypes,
+              {kAnyDim, kAnyDim, rank + rope_dim});
+  CheckContiguous(p.kv_cache, "MlaDecode.kv_cache");
+  CheckTensor(p.block_tables, "MlaDecode.block_tables", DType::kI32, {num_seqs, kAnyDim});
+  CheckTensor(p.seq_lens, "MlaDecode.seq_lens", DType::kI32, {num_seqs});
+  CheckTensor(p.out, "MlaDecode.out", DType::kF32, {num_seqs, num_heads, rank});
+  return {num_seqs, num_heads, rank, rope_dim, p.kv_cache.size(0), p.kv_cache.size(1)};
+}
+
+MlaPrefillShape CheckMlaPrefill(const MlaPrefillParams& p) {
+  CheckTensor(p.k_nope, "MlaPrefill.k_nope", DType::kF32, {kAnyDim, kAnyDim, kAnyDim});
+  const int64_t num_kv = p.k_nope.size(0), num_heads = p.k_nope.size(1);
+  const int64_t nope_dim = p.k_nope.size(2);
+  CheckTensor(p.k_pe, "MlaPrefill.k_pe", DType::kF32, {num_kv, kAnyDim});
+  const int64_t rope_dim = p.k_pe.size(1);
+  CheckTensor(p.q, "MlaPrefill.q", DType::kF32, {kAnyDim, num_heads, nope_dim + rope_dim});
+  const int64_t num_q = p.q.size(0);
+  CheckTensor(p.v, "MlaPrefill.v", DType::kF32, {num_kv, num_heads, kAnyDim});
+  const int64_t v_dim = p.v.size(2);
+  CheckTensor(p.out, "MlaPrefill.out", DType::kF32, {num_q, num_heads, v_dim});
+  if (!p.lse.empty()) CheckTensor(p.lse, "MlaPrefill.lse", DType::kF32, {num_q, num_heads});
+  MLASERVE_CHECK(!p.cu_seqlens_q.empty());
+  const int64_t num_seqs = p.cu_seqlens_q.size(0) - 1;
+  CheckTensor(p.cu_seqlens_q, "MlaPrefill.cu_seqlens_q", DType::kI32, {num_seqs + 1});
+  CheckTensor(p.cu_seqlens_kv, "MlaPrefill.cu_seqlens_kv", DType::kI32, {num_seqs + 1});
+  return {num_q, num_kv, num_heads, nope_dim, rope_dim, v_dim, num_seqs};
+}
+
+MergeAttnShape CheckMergeAttn(const MergeAttnParams& p) {
+  CheckTensor(p.out, "MergeAttn.out", DType::kF32, {kAnyDim, kAnyDim, kAnyDim});
+  const int64_t num_tokens = p.out.size(0), num_heads = p.out.size(1), dim = p.out.size(2);
+  CheckTensor(p.lse, "MergeAttn.lse", DType::kF32, {num_tokens, num_heads});
+  CheckTensor(p.suffix_out, "MergeAttn.suffix_out", DType::kF32, {num_tokens, num_heads, dim});
+  CheckTensor(p.suffix_lse, "MergeAttn.suffix_lse", DType::kF32, {num_tokens, num_heads});
+  return {num_tokens, num_heads, dim};
+}
+
 }  // namespace mlaserve

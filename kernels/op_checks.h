@@ -47,6 +47,22 @@ struct GatherKvShape {
 // host backends check them where they read them).
 GatherKvShape CheckGatherKv(const GatherKvParams& p);
 
+struct MlaDecodeShape {
+  int64_t num_seqs, num_heads, rank, rope_dim, num_blocks, block_size;
+};
+MlaDecodeShape CheckMlaDecode(const MlaDecodeParams& p);
+
+struct MlaPrefillShape {
+  int64_t num_q, num_kv, num_heads, nope_dim, rope_dim, v_dim, num_seqs;
+};
+// cu_seqlens are checked for shape only (see CheckGatherKv).
+MlaPrefillShape CheckMlaPrefill(const MlaPrefillParams& p);
+
+struct MergeAttnShape {
+  int64_t num_tokens, num_heads, dim;
+};
+MergeAttnShape CheckMergeAttn(const MergeAttnParams& p);
+
 }  // namespace mlaserve
 
 #endif  // MLASERVE_KERNELS_OP_CHECKS_H_

@@ -7,6 +7,7 @@
 #include <limits>
 
 #include "kernels/cpu/cpu_context.h"
+#include "kernels/op_checks.h"
 #include "kernels/shape_check.h"
 
 namespace mlaserve {
@@ -138,16 +139,9 @@ void AttendQueryTile(const CpuContext& ctx, const MlaPrefillParams& p, const Pre
 }  // namespace
 
 void CpuMlaPrefill(const CpuContext& ctx, const MlaPrefillParams& p) {
-  CheckTensor(p.k_nope, "MlaPrefill.k_nope", DType::kF32, {kAnyDim, kAnyDim, kAnyDim});
-  const int64_t num_kv = p.k_nope.size(0), num_heads = p.k_nope.size(1);
-  const int64_t nope_dim = p.k_nope.size(2);
-  CheckTensor(p.k_pe, "MlaPrefill.k_pe", DType::kF32, {num_kv, kAnyDim});
-  const int64_t rope_dim = p.k_pe.size(1);
-  CheckTensor(p.q, "MlaPrefill.q", DType::kF32, {kAnyDim, num_heads, nope_dim + rope_dim});
-  const int64_t num_q = p.q.size(0);
-  CheckTensor(p.v, "MlaPrefill.v", DType::kF32, {num_kv, num_heads, kAnyDim});
-  const int64_t v_dim = p.v.size(2);
-  CheckTensor(p.out, "MlaPrefill.out", DType::kF32, {num_q, num_heads, v_dim});
+  const MlaPrefillShape shape = CheckMlaPrefill(p);
+  const int64_t num_kv = shape.num_kv, num_heads = shape.num_heads, nope_dim = shape.nope_dim;
+  const int64_t rope_dim = shape.rope_dim, num_q = shape.num_q, v_dim = shape.v_dim;
   if (!p.lse.empty()) CheckTensor(p.lse, "MlaPrefill.lse", DType::kF32, {num_q, num_heads});
   MLASERVE_CHECK(!p.cu_seqlens_q.empty());
   const int64_t num_seqs = p.cu_seqlens_q.size(0) - 1;
@@ -181,11 +175,8 @@ void CpuMlaPrefill(const CpuContext& ctx, const MlaPrefillParams& p) {
 }
 
 void CpuMergeAttn(const CpuContext& ctx, const MergeAttnParams& p) {
-  CheckTensor(p.out, "MergeAttn.out", DType::kF32, {kAnyDim, kAnyDim, kAnyDim});
-  const int64_t num_tokens = p.out.size(0), num_heads = p.out.size(1), dim = p.out.size(2);
-  CheckTensor(p.lse, "MergeAttn.lse", DType::kF32, {num_tokens, num_heads});
-  CheckTensor(p.suffix_out, "MergeAttn.suffix_out", DType::kF32, {num_tokens, num_heads, dim});
-  CheckTensor(p.suffix_lse, "MergeAttn.suffix_lse", DType::kF32, {num_tokens, num_heads});
+  const MergeAttnShape shape = CheckMergeAttn(p);
+  const int64_t num_tokens = shape.num_tokens, num_heads = shape.num_heads, dim = shape.dim;
   const int64_t rows = num_tokens * num_heads;
   ctx.Parallel(ctx.ThreadsFor(rows * dim), [&](int t, int team) {
     const Range r = SplitRange(rows, team, t);

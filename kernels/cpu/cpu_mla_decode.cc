@@ -11,6 +11,7 @@
 #include <limits>
 
 #include "kernels/cpu/cpu_context.h"
+#include "kernels/op_checks.h"
 #include "kernels/shape_check.h"
 
 namespace mlaserve {
@@ -44,13 +45,12 @@ int64_t PartialFloats(int64_t heads, int64_t rank, int64_t row_dim) {
   return heads * (row_dim + kRowTile + rank + 2);
 }
 
-void Attend(const CpuContext& ctx, int t, const MlaDecodeParams& p, const DecodeShape& d,
-            int64_t s, int64_t h0, int64_t hg, int64_t pos_begin, int64_t pos_end,
-            const Partial& w) {
+void Attend(const CpuContext& ctx, int t, const MlaDecodeParams& p, const DecodeShape& d, int64_t s,
+            int64_t h0, int64_t hg, int64_t pos_begin, int64_t pos_end, const Partial& w) {
   const CpuKernels& k = ctx.k();
   for (int64_t h = 0; h < hg; ++h) {
-    const float* ql = p.q_latent.ptr<const float>() + s * p.q_latent.stride(0) +
-                      (h0 + h) * p.q_latent.stride(1);
+    const float* ql =
+        p.q_latent.ptr<const float>() + s * p.q_latent.stride(0) + (h0 + h) * p.q_latent.stride(1);
     const float* qp =
         p.q_pe.ptr<const float>() + s * p.q_pe.stride(0) + (h0 + h) * p.q_pe.stride(1);
     float* dst = w.q + h * d.row_dim;
@@ -119,20 +119,12 @@ float* OutRow(const MlaDecodeParams& p, int64_t s, int64_t h) {
 }  // namespace
 
 void CpuMlaDecode(const CpuContext& ctx, const MlaDecodeParams& p) {
-  CheckTensor(p.q_latent, "MlaDecode.q_latent", DType::kF32, {kAnyDim, kAnyDim, kAnyDim});
-  const int64_t num_seqs = p.q_latent.size(0), num_heads = p.q_latent.size(1);
-  const int64_t rank = p.q_latent.size(2);
-  CheckTensor(p.q_pe, "MlaDecode.q_pe", DType::kF32, {num_seqs, num_heads, kAnyDim});
-  const int64_t rope_dim = p.q_pe.size(2);
-  CheckTensor(p.kv_cache, "MlaDecode.kv_cache", kKvCacheDTypes,
-              {kAnyDim, kAnyDim, rank + rope_dim});
-  CheckContiguous(p.kv_cache, "MlaDecode.kv_cache");
-  CheckTensor(p.block_tables, "MlaDecode.block_tables", DType::kI32, {num_seqs, kAnyDim});
-  CheckTensor(p.seq_lens, "MlaDecode.seq_lens", DType::kI32, {num_seqs});
-  CheckTensor(p.out, "MlaDecode.out", DType::kF32, {num_seqs, num_heads, rank});
+  const MlaDecodeShape shape = CheckMlaDecode(p);
+  const int64_t num_seqs = shape.num_seqs, num_heads = shape.num_heads, rank = shape.rank;
+  const int64_t rope_dim = shape.rope_dim;
   if (num_seqs == 0 || num_heads == 0) return;
 
-  DecodeShape d{num_heads, rank, rope_dim, rank + rope_dim, p.kv_cache.size(1),
+  DecodeShape d{num_heads,          rank, rope_dim, rank + rope_dim, p.kv_cache.size(1),
                 p.kv_cache.size(0), 0};
   d.head_group = CpuContext::kOpScratchFloats / PartialFloats(1, rank, d.row_dim);
   MLASERVE_CHECK_MSG(d.head_group >= 1, "MlaDecode: latent too wide for the CPU scratch");

@@ -19,6 +19,7 @@
 #include "kernels/cuda/attention_ops.h"
 #include "kernels/cuda/kernel_util.cuh"
 #include "kernels/cuda/launch.cuh"
+#include "kernels/op_checks.h"
 #include "kernels/shape_check.h"
 
 namespace mlaserve::MLASERVE_CUDA_NS {
@@ -187,17 +188,9 @@ size_t AccumulatorBytes(int64_t floats) {
 
 cudaError_t LaunchMlaDecode(const MlaDecodeParams& p, const AttentionWorkspace&,
                             cudaStream_t stream) {
-  CheckTensor(p.q_latent, "MlaDecode.q_latent", DType::kF32, {kAnyDim, kAnyDim, kAnyDim});
-  const int64_t num_seqs = p.q_latent.size(0), num_heads = p.q_latent.size(1);
-  const int64_t rank = p.q_latent.size(2);
-  CheckTensor(p.q_pe, "MlaDecode.q_pe", DType::kF32, {num_seqs, num_heads, kAnyDim});
-  const int64_t rope_dim = p.q_pe.size(2);
-  CheckTensor(p.kv_cache, "MlaDecode.kv_cache", kKvCacheDTypes,
-              {kAnyDim, kAnyDim, rank + rope_dim});
-  CheckContiguous(p.kv_cache, "MlaDecode.kv_cache");
-  CheckTensor(p.block_tables, "MlaDecode.block_tables", DType::kI32, {num_seqs, kAnyDim});
-  CheckTensor(p.seq_lens, "MlaDecode.seq_lens", DType::kI32, {num_seqs});
-  CheckTensor(p.out, "MlaDecode.out", DType::kF32, {num_seqs, num_heads, rank});
+  const MlaDecodeShape shape = CheckMlaDecode(p);
+  const int64_t num_seqs = shape.num_seqs, num_heads = shape.num_heads, rank = shape.rank;
+  const int64_t rope_dim = shape.rope_dim;
   if (num_seqs == 0 || num_heads == 0) return cudaSuccess;
   return Launch(
       MlaDecodeKernel, dim3(static_cast<unsigned>(num_heads), static_cast<unsigned>(num_seqs)),
@@ -212,22 +205,11 @@ cudaError_t LaunchMlaDecode(const MlaDecodeParams& p, const AttentionWorkspace&,
 
 cudaError_t LaunchMlaPrefill(const MlaPrefillParams& p, const AttentionWorkspace&, cublasHandle_t,
                              cudaStream_t stream) {
-  CheckTensor(p.k_nope, "MlaPrefill.k_nope", DType::kF32, {kAnyDim, kAnyDim, kAnyDim});
-  const int64_t num_kv = p.k_nope.size(0), num_heads = p.k_nope.size(1);
-  const int64_t nope_dim = p.k_nope.size(2);
-  CheckTensor(p.k_pe, "MlaPrefill.k_pe", DType::kF32, {num_kv, kAnyDim});
-  const int64_t rope_dim = p.k_pe.size(1);
-  CheckTensor(p.q, "MlaPrefill.q", DType::kF32, {kAnyDim, num_heads, nope_dim + rope_dim});
-  const int64_t num_q = p.q.size(0);
-  CheckTensor(p.v, "MlaPrefill.v", DType::kF32, {num_kv, num_heads, kAnyDim});
-  const int64_t v_dim = p.v.size(2);
-  CheckTensor(p.out, "MlaPrefill.out", DType::kF32, {num_q, num_heads, v_dim});
+  const MlaPrefillShape shape = CheckMlaPrefill(p);
+  const int64_t num_heads = shape.num_heads, nope_dim = shape.nope_dim;
+  const int64_t rope_dim = shape.rope_dim, num_q = shape.num_q, v_dim = shape.v_dim;
   const bool has_lse = !p.lse.empty();
-  if (has_lse) CheckTensor(p.lse, "MlaPrefill.lse", DType::kF32, {num_q, num_heads});
-  MLASERVE_CHECK(!p.cu_seqlens_q.empty());
-  const int64_t num_seqs = p.cu_seqlens_q.size(0) - 1;
-  CheckTensor(p.cu_seqlens_q, "MlaPrefill.cu_seqlens_q", DType::kI32, {num_seqs + 1});
-  CheckTensor(p.cu_seqlens_kv, "MlaPrefill.cu_seqlens_kv", DType::kI32, {num_seqs + 1});
+  const int64_t num_seqs = shape.num_seqs;
   if (num_q == 0 || num_heads == 0) return cudaSuccess;
   return Launch(
       MlaPrefillKernel, dim3(static_cast<unsigned>(num_heads), static_cast<unsigned>(num_q)),
@@ -243,11 +225,8 @@ cudaError_t LaunchMlaPrefill(const MlaPrefillParams& p, const AttentionWorkspace
 }
 
 cudaError_t LaunchMergeAttn(const MergeAttnParams& p, cudaStream_t stream) {
-  CheckTensor(p.out, "MergeAttn.out", DType::kF32, {kAnyDim, kAnyDim, kAnyDim});
-  const int64_t num_tokens = p.out.size(0), num_heads = p.out.size(1), dim = p.out.size(2);
-  CheckTensor(p.lse, "MergeAttn.lse", DType::kF32, {num_tokens, num_heads});
-  CheckTensor(p.suffix_out, "MergeAttn.suffix_out", DType::kF32, {num_tokens, num_heads, dim});
-  CheckTensor(p.suffix_lse, "MergeAttn.suffix_lse", DType::kF32, {num_tokens, num_heads});
+  const MergeAttnShape shape = CheckMergeAttn(p);
+  const int64_t num_tokens = shape.num_tokens, num_heads = shape.num_heads, dim = shape.dim;
   if (num_tokens == 0 || num_heads == 0) return cudaSuccess;
   return Launch(
       MergeAttnKernel, dim3(static_cast<unsigned>(num_heads), static_cast<unsigned>(num_tokens)),

@@ -54,20 +54,20 @@ double SoftmaxInPlace(std::vector<double>& scores, int64_t n) {
 void RefBackend::RunWriteKvCache(const KvWriteParams& p) {
   const KvWriteShape shape = CheckKvWrite(p);
   const int64_t num_tokens = shape.num_tokens, rank = shape.rank, rope_dim = shape.rope_dim;
-              CheckContiguous(p.kv_cache, "WriteKvCache.kv_cache");
-              const int64_t num_slots = p.kv_cache.size(0) * p.kv_cache.size(1);
-              const int64_t row = rank + rope_dim;
-              for (int64_t t = 0; t < num_tokens; ++t) {
-                const int32_t slot = LoadI32(p.slot_mapping, Off(p.slot_mapping, t));
-                if (slot < 0) continue;
-                MLASERVE_CHECK(slot < num_slots);
-                for (int64_t i = 0; i < rank; ++i) {
-                  Store(p.kv_cache, slot * row + i, Load(p.latent, Off(p.latent, t, i)));
-                }
-                for (int64_t i = 0; i < rope_dim; ++i) {
-                  Store(p.kv_cache, slot * row + rank + i, Load(p.k_pe, Off(p.k_pe, t, i)));
-                }
-              }
+  CheckContiguous(p.kv_cache, "WriteKvCache.kv_cache");
+  const int64_t num_slots = p.kv_cache.size(0) * p.kv_cache.size(1);
+  const int64_t row = rank + rope_dim;
+  for (int64_t t = 0; t < num_tokens; ++t) {
+    const int32_t slot = LoadI32(p.slot_mapping, Off(p.slot_mapping, t));
+    if (slot < 0) continue;
+    MLASERVE_CHECK(slot < num_slots);
+    for (int64_t i = 0; i < rank; ++i) {
+      Store(p.kv_cache, slot * row + i, Load(p.latent, Off(p.latent, t, i)));
+    }
+    for (int64_t i = 0; i < rope_dim; ++i) {
+      Store(p.kv_cache, slot * row + rank + i, Load(p.k_pe, Off(p.k_pe, t, i)));
+    }
+  }
 }
 
 void RefBackend::RunGatherKvCache(const GatherKvParams& p) {
@@ -89,16 +89,9 @@ void RefBackend::RunGatherKvCache(const GatherKvParams& p) {
 }
 
 void RefBackend::RunMlaPrefill(const MlaPrefillParams& p) {
-  CheckTensor(p.k_nope, "MlaPrefill.k_nope", DType::kF32, {kAnyDim, kAnyDim, kAnyDim});
-  const int64_t num_kv = p.k_nope.size(0), num_heads = p.k_nope.size(1);
-  const int64_t nope_dim = p.k_nope.size(2);
-  CheckTensor(p.k_pe, "MlaPrefill.k_pe", DType::kF32, {num_kv, kAnyDim});
-  const int64_t rope_dim = p.k_pe.size(1);
-  CheckTensor(p.q, "MlaPrefill.q", DType::kF32, {kAnyDim, num_heads, nope_dim + rope_dim});
-  const int64_t num_q = p.q.size(0);
-  CheckTensor(p.v, "MlaPrefill.v", DType::kF32, {num_kv, num_heads, kAnyDim});
-  const int64_t v_dim = p.v.size(2);
-  CheckTensor(p.out, "MlaPrefill.out", DType::kF32, {num_q, num_heads, v_dim});
+  const MlaPrefillShape shape = CheckMlaPrefill(p);
+  const int64_t num_kv = shape.num_kv, num_heads = shape.num_heads, nope_dim = shape.nope_dim;
+  const int64_t rope_dim = shape.rope_dim, num_q = shape.num_q, v_dim = shape.v_dim;
   const bool has_lse = !p.lse.empty();
   if (has_lse) CheckTensor(p.lse, "MlaPrefill.lse", DType::kF32, {num_q, num_heads});
   MLASERVE_CHECK(!p.cu_seqlens_q.empty());
@@ -142,11 +135,8 @@ void RefBackend::RunMlaPrefill(const MlaPrefillParams& p) {
 }
 
 void RefBackend::RunMergeAttn(const MergeAttnParams& p) {
-  CheckTensor(p.out, "MergeAttn.out", DType::kF32, {kAnyDim, kAnyDim, kAnyDim});
-  const int64_t num_tokens = p.out.size(0), num_heads = p.out.size(1), dim = p.out.size(2);
-  CheckTensor(p.lse, "MergeAttn.lse", DType::kF32, {num_tokens, num_heads});
-  CheckTensor(p.suffix_out, "MergeAttn.suffix_out", DType::kF32, {num_tokens, num_heads, dim});
-  CheckTensor(p.suffix_lse, "MergeAttn.suffix_lse", DType::kF32, {num_tokens, num_heads});
+  const MergeAttnShape shape = CheckMergeAttn(p);
+  const int64_t num_tokens = shape.num_tokens, num_heads = shape.num_heads, dim = shape.dim;
   for (int64_t t = 0; t < num_tokens; ++t) {
     for (int64_t h = 0; h < num_heads; ++h) {
       const double lse_a = Load(p.lse, Off(p.lse, t, h));
@@ -169,18 +159,10 @@ void RefBackend::RunMergeAttn(const MergeAttnParams& p) {
 }
 
 void RefBackend::RunMlaDecode(const MlaDecodeParams& p) {
-  CheckTensor(p.q_latent, "MlaDecode.q_latent", DType::kF32, {kAnyDim, kAnyDim, kAnyDim});
-  const int64_t num_seqs = p.q_latent.size(0), num_heads = p.q_latent.size(1);
-  const int64_t rank = p.q_latent.size(2);
-  CheckTensor(p.q_pe, "MlaDecode.q_pe", DType::kF32, {num_seqs, num_heads, kAnyDim});
-  const int64_t rope_dim = p.q_pe.size(2);
-  CheckTensor(p.kv_cache, "MlaDecode.kv_cache", kKvCacheDTypes,
-              {kAnyDim, kAnyDim, rank + rope_dim});
-  CheckContiguous(p.kv_cache, "MlaDecode.kv_cache");
+  const MlaDecodeShape shape = CheckMlaDecode(p);
+  const int64_t num_seqs = shape.num_seqs, num_heads = shape.num_heads, rank = shape.rank;
+  const int64_t rope_dim = shape.rope_dim;
   const int64_t num_blocks = p.kv_cache.size(0), block_size = p.kv_cache.size(1);
-  CheckTensor(p.block_tables, "MlaDecode.block_tables", DType::kI32, {num_seqs, kAnyDim});
-  CheckTensor(p.seq_lens, "MlaDecode.seq_lens", DType::kI32, {num_seqs});
-  CheckTensor(p.out, "MlaDecode.out", DType::kF32, {num_seqs, num_heads, rank});
   const int64_t row_dim = rank + rope_dim;
 
   std::vector<double> probs;
