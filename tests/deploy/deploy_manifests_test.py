@@ -462,10 +462,18 @@ class LiveDaemonTest(unittest.TestCase):
             served = set(re.findall(r"(?m)^([a-z_:][a-z0-9_:]*)(?:\{| )", body))
             self.assertEqual(sorted(names - served), [], "metric names the manifests use but "
                              "the daemon does not serve")
-            # The pool's port answers the OpenAI API the gateway routes.
-            with urllib.request.urlopen("http://127.0.0.1:%d/v1/models" % http_port,
-                                        timeout=5) as resp:
-                self.assertEqual(json.load(resp)["object"], "list")
+            # The pool's port answers the OpenAI API the gateway routes, once the model is
+            # loaded (/metrics answers during the load; /v1/models says 503 until SERVING).
+            models, deadline = None, time.time() + 120
+            while models is None and time.time() < deadline and proc.poll() is None:
+                try:
+                    with urllib.request.urlopen("http://127.0.0.1:%d/v1/models" % http_port,
+                                                timeout=5) as resp:
+                        models = json.load(resp)
+                except OSError:
+                    time.sleep(0.5)
+            self.assertIsNotNone(models, "no /v1/models from: " + shlex.join(cmd))
+            self.assertEqual(models["object"], "list")
             proc.send_signal(signal.SIGTERM)
             self.assertEqual(proc.wait(timeout=60), 0)
         finally:
