@@ -66,7 +66,8 @@ const char* const kConstructTemplates[] = {
     "{{ messages|selectattr('role', 'equalto', 'user')|list|length }}"
     "{{ messages|rejectattr('role', 'eq', 'user')|map(attribute='role')|unique|list }}",
     "{% for m in messages %}{% if loop.index > 2 %}{% break %}{% endif %}{{ m.role }}"
-    "{% endfor %}{% for i in range(5) %}{% if i is odd %}{% continue %}{% endif %}{{ i }}{% endfor %}",
+    "{% endfor %}{% for i in range(5) %}{% if i is odd %}{% continue %}{% endif %}{{ i }}{% endfor "
+    "%}",
     "{% if add_generation_prompt %}gen{% endif %}{{ bos_token }}{{ eos_token }}"
     "{{ undefined_var }}{{ undefined_var is defined }}{{ undefined_var|default('dflt') }}",
     "  {% for m in messages %}\n    {{- m.role }}\n  {%+ if true %}x{% endif +%}\n{% endfor %}\n\n",
@@ -91,26 +92,32 @@ TEST(ChatTemplateOracleTest, MatchesPythonJinja2) {
   nlohmann::json conversations = ReadJson(src / "tests" / "data" / "chat" / "conversations.json");
   ASSERT_TRUE(conversations.is_array());
 
-  struct Source { std::string name, text, bos, eos; };
+  struct Source {
+    std::string name, text, bos, eos;
+  };
   std::vector<Source> sources;
-  for (const fs::path dir : {models / "deepseek_v3", models / "llama3_1", models / "qwen2_5",
-                             src / "models" / "mlaserve-tiny-moe"}) {
+  for (const fs::path& dir : {models / "deepseek_v3", models / "llama3_1", models / "qwen2_5",
+                              src / "models" / "mlaserve-tiny-moe"}) {
     nlohmann::json config = ReadJson(dir / "tokenizer_config.json");
     if (!config.contains("chat_template")) continue;
     sources.push_back({dir.filename().string(), config["chat_template"].get<std::string>(),
                        TokenText(config, "bos_token"), TokenText(config, "eos_token")});
   }
   int k = 0;
-  for (const char* t : kConstructTemplates) sources.push_back({"construct" + std::to_string(k++), t, "<s>", "</s>"});
+  for (const char* t : kConstructTemplates)
+    sources.push_back({"construct" + std::to_string(k++), t, "<s>", "</s>"});
 
   nlohmann::json cases = nlohmann::json::array();
   std::vector<std::string> labels;
   for (const auto& s : sources) {
     for (const auto& c : conversations) {
       for (bool gen : {true, false}) {
-        nlohmann::json one = {{"template", s.text}, {"bos_token", s.bos}, {"eos_token", s.eos},
-                              {"messages", c["messages"]},
-                              {"add_generation_prompt", c.value("add_generation_prompt", true) && gen}};
+        nlohmann::json one = {
+            {"template", s.text},
+            {"bos_token", s.bos},
+            {"eos_token", s.eos},
+            {"messages", c["messages"]},
+            {"add_generation_prompt", c.value("add_generation_prompt", true) && gen}};
         if (c.contains("tools")) one["tools"] = c["tools"];
         cases.push_back(one);
         labels.push_back(s.name + " × " + c["name"].get<std::string>() + (gen ? "" : " (no gen)"));
@@ -130,7 +137,8 @@ TEST(ChatTemplateOracleTest, MatchesPythonJinja2) {
   int matched = 0;
   for (size_t i = 0; i < cases.size(); ++i) {
     const auto& c = cases[i];
-    auto t = ChatTemplate::Compile(c["template"].get<std::string>(), c["bos_token"], c["eos_token"]);
+    auto t =
+        ChatTemplate::Compile(c["template"].get<std::string>(), c["bos_token"], c["eos_token"]);
     ASSERT_TRUE(t.ok()) << labels[i] << ": " << t.status();
     ChatTemplateInputs in;
     in.messages = &c["messages"];
