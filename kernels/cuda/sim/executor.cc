@@ -103,11 +103,16 @@ void Fail(Block& b, const std::string& message) {
   if (b.error.empty()) b.error = message;
 }
 
-// Fails the running thread's block and parks the thread for good.
-[[noreturn]] void FaultSelf(const std::string& message) {
+// Fails the running thread's block; the thread must then Park(). Two steps, so that the
+// message's temporaries are destroyed before the fiber stops for good (a parked fiber's stack is
+// abandoned, never unwound).
+void RecordFault(const std::string& message) {
   SimThread* t = t_thread;
   Fail(*t->block, Where(*t) + ": " + message);
   t->state = State::kFaulted;
+}
+
+[[noreturn]] void Park() {
   Fiber::Suspend();
   MLASERVE_CHECK_MSG(false, "simulator: a faulted thread was resumed");
   std::abort();
@@ -429,11 +434,13 @@ uint64_t WarpCollective(WarpOpKind kind, unsigned mask, uint64_t value, int arg,
   MLASERVE_CHECK_MSG(t != nullptr, "simulator: a warp collective outside a kernel");
   const int lane = t->linear % kWarp;
   if (((mask >> lane) & 1u) == 0) {
-    FaultSelf("the collective at " + At(site) + " is called by lane " + std::to_string(lane) +
-              ", which its mask " + Hex(mask) + " does not name");
+    RecordFault("the collective at " + At(site) + " is called by lane " + std::to_string(lane) +
+                ", which its mask " + Hex(mask) + " does not name");
+    Park();
   }
   if (width < 1 || width > kWarp || (width & (width - 1)) != 0) {
-    FaultSelf("shuffle width " + std::to_string(width) + " is not a power of two up to 32");
+    RecordFault("shuffle width " + std::to_string(width) + " is not a power of two up to 32");
+    Park();
   }
   t->state = State::kWarp;
   t->kind = kind;
@@ -470,7 +477,8 @@ void* BlockShared(const void* key, size_t bytes, size_t align) {
   }
   const size_t offset = (b.static_used + align - 1) / align * align;
   if (offset + bytes > kStaticSharedBytes) {
-    FaultSelf("static shared memory above " + std::to_string(kStaticSharedBytes) + " bytes");
+    RecordFault("static shared memory above " + std::to_string(kStaticSharedBytes) + " bytes");
+    Park();
   }
   std::memset(b.static_smem.get() + offset, 0xff, bytes);
   b.static_used = offset + bytes;
