@@ -147,14 +147,6 @@ void CudaBackend::RecordStatus(absl::Status status) {
   if (first_error_.ok()) first_error_ = std::move(status);
 }
 
-void CudaBackend::RecordLauncher(cudaError_t err, const char* op) {
-  if (err == cudaErrorNotSupported) {
-    RecordStatus(absl::UnimplementedError(absl::StrCat(op, " is not implemented in this build")));
-  } else {
-    Record(err, op);
-  }
-}
-
 bool CudaBackend::CheckNotCapturing(const char* what) {
   if (!capturing_) return true;
   RecordStatus(absl::FailedPreconditionError(absl::StrCat(what, " during graph capture")));
@@ -226,22 +218,22 @@ void CudaBackend::GatherKvCache(const GatherKvParams& p) {
   Record(LaunchGatherKvCache(p, stream_), "GatherKvCache");
 }
 void CudaBackend::MlaPrefill(const MlaPrefillParams& p) {
-  RecordLauncher(LaunchMlaPrefill(p, attention_workspace_, cublas_, stream_), "MlaPrefill");
+  Record(LaunchMlaPrefill(p, attention_workspace_, cublas_, stream_), "MlaPrefill");
 }
 void CudaBackend::MergeAttn(const MergeAttnParams& p) {
-  RecordLauncher(LaunchMergeAttn(p, stream_), "MergeAttn");
+  Record(LaunchMergeAttn(p, stream_), "MergeAttn");
 }
 void CudaBackend::MlaDecode(const MlaDecodeParams& p) {
-  RecordLauncher(LaunchMlaDecode(p, attention_workspace_, stream_), "MlaDecode");
+  Record(LaunchMlaDecode(p, attention_workspace_, stream_), "MlaDecode");
 }
 void CudaBackend::MoeRoute(const MoeRouteParams& p) {
-  RecordLauncher(LaunchMoeRoute(p, stream_), "MoeRoute");
+  Record(LaunchMoeRoute(p, stream_), "MoeRoute");
 }
 void CudaBackend::MoeAlignBlockSize(const MoeAlignParams& p) {
-  RecordLauncher(LaunchMoeAlignBlockSize(p, stream_), "MoeAlignBlockSize");
+  Record(LaunchMoeAlignBlockSize(p, stream_), "MoeAlignBlockSize");
 }
 void CudaBackend::MoeExperts(const MoeExpertsParams& p) {
-  RecordLauncher(LaunchMoeExperts(p, activation_dtype_, cublas_, stream_), "MoeExperts");
+  Record(LaunchMoeExperts(p, activation_dtype_, cublas_, stream_), "MoeExperts");
 }
 
 void CudaBackend::BeginCapture() {

@@ -87,9 +87,6 @@ class CudaBackend final : public Backend {
   void Record(cudaError_t err, const char* op);
   void RecordCublas(cublasStatus_t status, const char* op);
   void RecordStatus(absl::Status status);
-  // Like Record, but cudaErrorNotSupported from a placeholder launcher reads
-  // "<op> is not implemented in this build".
-  void RecordLauncher(cudaError_t err, const char* op);
   // A misuse during capture: false (and the error kept) when capturing.
   bool CheckNotCapturing(const char* what);
 
