@@ -1,5 +1,5 @@
-// Launchers of the MLA attention ops on a CUDA stream (implemented by the attention kernels;
-// kernels/cuda/not_yet_ops.cc until they land). Contract for every launcher: it only enqueues
+// Launchers of the MLA attention ops on a CUDA stream (implemented in
+// kernels/cuda/mla_attention.cu). Contract for every launcher: it only enqueues
 // work on `stream` (legal during stream capture), never allocates and never synchronises; every
 // per-step value comes from device tensors in the params, never from host reads of device data.
 // Returns the launch error, cudaSuccess when the work was enqueued. Semantics: kernels/params.h.

@@ -1,5 +1,5 @@
-// Launchers of the MoE ops on a CUDA stream (implemented by the MoE kernels;
-// kernels/cuda/not_yet_ops.cc until they land). Same contract as kernels/cuda/attention_ops.h:
+// Launchers of the MoE ops on a CUDA stream (implemented in kernels/cuda/moe.cu).
+// Same contract as kernels/cuda/attention_ops.h:
 // enqueue only, no allocation, no synchronisation, per-step values from device tensors.
 // Semantics: kernels/params.h.
 #ifndef MLASERVE_KERNELS_CUDA_MOE_OPS_H_
