@@ -13,9 +13,6 @@
 namespace mlaserve {
 namespace {
 
-// api.md: top_logprobs <= 20.
-constexpr int32_t kMaxTopLogprobs = 20;
-
 std::function<absl::Time()> MonotonicClock() {
   const absl::Time wall_start = absl::Now();
   const auto steady_start = std::chrono::steady_clock::now();

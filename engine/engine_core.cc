@@ -94,7 +94,9 @@ void EngineCore::PrepareStep(const ScheduledBatch& batch, absl::Time now) {
                                       .start_position = item.start_position,
                                       .num_new_tokens = item.num_new_tokens,
                                       .block_table = seq.block_table,
-                                      .needs_logits = item.samples_token});
+                                      .needs_logits = item.samples_token,
+                                      .greedy = PicksRawArgmax(seq.sampling),
+                                      .top_logprobs = seq.top_logprobs});
   }
 }
 
@@ -112,11 +114,19 @@ void EngineCore::SampleTokens(const ScheduledBatch& batch) {
     MLASERVE_CHECK(row_of_item_[i] >= 0);
     const Sequence& seq = *batch.items[i].seq;
     const absl::Span<const int32_t> tokens(seq.token_ids);
-    TokenChoice choice =
-        SampleToken(logits_.row(static_cast<size_t>(row_of_item_[i])), seq.sampling,
-                    tokens.subspan(0, static_cast<size_t>(seq.num_prompt_tokens)),
-                    tokens.subspan(static_cast<size_t>(seq.num_prompt_tokens)), *seq.sampling.seed,
-                    seq.top_logprobs, scratch_);
+    const auto row = static_cast<size_t>(row_of_item_[i]);
+    TokenChoice choice;
+    if (logits_.top_k > 0) {
+      const auto k = static_cast<size_t>(logits_.top_k);
+      choice = ChoiceFromSelection(absl::MakeConstSpan(logits_.top_ids).subspan(row * k, k),
+                                   absl::MakeConstSpan(logits_.top_logprobs).subspan(row * k, k),
+                                   seq.top_logprobs);
+    } else {
+      choice = SampleToken(logits_.row(row), seq.sampling,
+                           tokens.subspan(0, static_cast<size_t>(seq.num_prompt_tokens)),
+                           tokens.subspan(static_cast<size_t>(seq.num_prompt_tokens)),
+                           *seq.sampling.seed, seq.top_logprobs, scratch_);
+    }
     next_tokens_.push_back(choice.token);
     choices_.push_back(std::move(choice));
   }

@@ -3,14 +3,19 @@
 #include <algorithm>
 #include <utility>
 
+#include "kernels/mla_split_plan.h"
+
 namespace mlaserve {
 
 absl::StatusOr<ForwardBatchBuilder> ForwardBatchBuilder::Create(const ForwardLimits& limits,
                                                                 Backend* backend) {
   const int64_t t = limits.max_num_tokens, s = limits.max_num_seqs;
   // ids, positions, slots; two block tables; seq lens, cu_seqlens, logits rows; context rounds.
-  const int64_t capacity = 3 * t + 2 * s * limits.max_blocks_per_seq + 3 * s + 1 +
-                           limits.max_context_rounds * (2 * s + 1);
+  int64_t capacity = 3 * t + 2 * s * limits.max_blocks_per_seq + 3 * s + 1 +
+                     limits.max_context_rounds * (2 * s + 1);
+  if (limits.mla_split_workers > 0) {  // the decodes' split-KV plan
+    capacity += s + 1 + 3 * MlaSplitCapacity(s, limits.mla_split_workers);
+  }
   auto buffer = backend->Allocate(static_cast<size_t>(capacity) * sizeof(int32_t));
   if (!buffer.ok()) return buffer.status();
   return ForwardBatchBuilder(limits, backend, std::move(*buffer), capacity);
@@ -135,6 +140,15 @@ void ForwardBatchBuilder::Build(absl::Span<const StepSequence> seqs, ForwardBatc
     logit_rows[logit++] = token;
   }
 
+  if (limits_.mla_split_workers > 0 && nd > 0) {
+    const int64_t items = MlaSplitCapacity(nd, limits_.mla_split_workers);
+    int32_t *offsets, *plan;
+    fb->decode_split_offsets = Reserve(nd + 1, {nd + 1}, &offsets);
+    fb->decode_split_items = Reserve(3 * items, {items, 3}, &plan);
+    PlanMlaSplits(absl::MakeConstSpan(dec_len, nd), bs, limits_.mla_split_workers,
+                  absl::MakeSpan(offsets, nd + 1),
+                  absl::MakeSpan(reinterpret_cast<MlaSplitItem*>(plan), items));
+  }
   if (fb->prefill_has_context) {
     // Context tokens of all prefill sequences, concatenated, are cut into rounds of at most
     // context_chunk_tokens; a sequence with nothing in a round gets an empty range.

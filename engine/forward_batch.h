@@ -24,6 +24,10 @@ struct StepSequence {
   int32_t num_new_tokens = 0;             // computes token_ids[start, start + num_new_tokens)
   absl::Span<const int32_t> block_table;  // covers start_position + num_new_tokens tokens
   bool needs_logits = false;              // return logits of the last new token
+  // With needs_logits: the engine takes the argmax of the raw logits (greedy, no penalties),
+  // with this many alternatives, so a row selected on the device serves it (StepLogits::top_k).
+  bool greedy = false;
+  int32_t top_logprobs = 0;  // <= kMaxTopLogprobs
 };
 
 // Static limits the metadata buffers are sized for.
@@ -34,6 +38,8 @@ struct ForwardLimits {
   int64_t block_size = 64;
   int64_t context_chunk_tokens = 0;  // gathered context tokens per round
   int64_t max_context_rounds = 0;    // ceil(max_num_seqs * max_model_len / context_chunk_tokens)
+  // Workers of the decodes' split-KV plan (Backend::mla_decode_split_workers); 0: no plan.
+  int64_t mla_split_workers = 0;
 };
 
 // Views of one context round (prefill over cached context).
@@ -60,6 +66,9 @@ struct ForwardBatch {
   TensorView slot_mapping;           // [num_tokens] i32
   TensorView decode_block_tables;    // [num_decodes, num_blocks_per_seq] i32
   TensorView decode_seq_lens;        // [num_decodes] i32 (including the new token)
+  // The decodes' split-KV plan (kernels/mla_split_plan.h), empty without mla_split_workers:
+  TensorView decode_split_offsets;   // [num_decodes + 1] i32
+  TensorView decode_split_items;     // [MlaSplitCapacity(num_decodes, workers), 3] i32
   TensorView prefill_cu_seqlens;     // [num_prefill_seqs + 1] i32 over prefill tokens
   TensorView prefill_block_tables;   // [num_prefill_seqs, num_blocks_per_seq] i32
   TensorView logits_indices;         // [num_logits] i32 rows of the step's tokens

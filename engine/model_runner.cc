@@ -2,10 +2,12 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstring>
 #include <string>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "engine/request.h"
 #include "engine/status_macros.h"
 
 namespace mlaserve {
@@ -29,6 +31,10 @@ absl::StatusOr<std::unique_ptr<ModelRunner>> ModelRunner::Create(
   // Graphs are bound to the cache they read, so they are measured over a minimal one (block 0
   // and one more) before the real cache is sized, and captured over the real one after.
   RETURN_IF_ERROR(m.AllocateKvCache(2));
+  ASSIGN_OR_RETURN(runner->selection_,
+                   backend->Allocate(2 * sizeof(int32_t) *
+                                     static_cast<size_t>(m.options().max_num_seqs) *
+                                     kMaxTopLogprobs));
   MemoryUsage planned = runner->memory();
   ASSIGN_OR_RETURN(planned.graph_bytes, runner->graphs_.MeasureMemory(graph_buckets));
   planned.kv_cache_bytes = m.KvCacheBytes(num_kv_blocks);
@@ -60,7 +66,8 @@ absl::StatusOr<std::unique_ptr<ModelRunner>> ModelRunner::Create(
 MemoryUsage ModelRunner::memory() const {
   return MemoryUsage{.weight_bytes = model_->weight_bytes(),
                      .kv_cache_bytes = model_->kv_cache_bytes(),
-                     .workspace_bytes = model_->workspace_bytes() + builder_.buffer_bytes(),
+                     .workspace_bytes = model_->workspace_bytes() + builder_.buffer_bytes() +
+                                        selection_.bytes(),
                      .graph_bytes = graphs_.memory_bytes()};
 }
 
@@ -98,14 +105,46 @@ absl::Status ModelRunner::Execute(absl::Span<const StepSequence> seqs, StepLogit
   logits->vocab_size = model_->config().vocab_size;
   logits->items.assign(batch_.logit_items.begin(), batch_.logit_items.end());
   const auto n = static_cast<size_t>(out.numel());
+  logits->top_k = 0;
+  logits->values = {};
+  const bool all_greedy =
+      std::all_of(logits->items.begin(), logits->items.end(),
+                  [&](int32_t item) { return seqs[static_cast<size_t>(item)].greedy; });
   if (const void* host = backend_->HostAddress(out); host != nullptr) {
     logits->values = absl::MakeConstSpan(static_cast<const float*>(host), n);
+  } else if (all_greedy) {
+    SelectOnDevice(seqs, out, logits);
   } else {
     logits->storage.resize(n);
     if (n > 0) backend_->CopyToHost(out, logits->storage.data(), n * sizeof(float));
     logits->values = logits->storage;
   }
   return backend_->Synchronize();
+}
+
+void ModelRunner::SelectOnDevice(absl::Span<const StepSequence> seqs, const TensorView& out,
+                                 StepLogits* logits) {
+  const int64_t rows = out.size(0);
+  int32_t wanted = 0;
+  for (int32_t item : logits->items) {
+    wanted = std::max(wanted, seqs[static_cast<size_t>(item)].top_logprobs);
+  }
+  const int64_t k = std::min<int64_t>(std::max<int32_t>(wanted, 1), logits->vocab_size);
+  logits->top_k = k;
+  logits->top_ids.resize(static_cast<size_t>(rows * k));
+  logits->top_logprobs.resize(static_cast<size_t>(rows * k));
+  if (rows == 0) return;
+  int32_t* base = static_cast<int32_t*>(selection_.data());
+  const TensorView ids(base, DType::kI32, {rows, k});
+  const TensorView logprobs(base + rows * k, DType::kF32, {rows, k});
+  backend_->TopLogprobs({.logits = out, .top_ids = ids, .top_logprobs = logprobs});
+  std::vector<int32_t>& words = selection_host_;
+  words.resize(static_cast<size_t>(2 * rows * k));
+  backend_->CopyToHost(TensorView(base, DType::kI32, {2 * rows * k}), words.data(),
+                       words.size() * sizeof(int32_t));
+  std::copy_n(words.begin(), rows * k, logits->top_ids.begin());
+  std::memcpy(logits->top_logprobs.data(), words.data() + rows * k,
+              static_cast<size_t>(rows * k) * sizeof(float));
 }
 
 }  // namespace mlaserve

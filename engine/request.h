@@ -15,6 +15,9 @@ namespace mlaserve {
 using RequestId = std::string;
 
 // How the next token is drawn from the logits. Defaults are "plain sampling at temperature 1".
+// api.md: at most this many alternatives per generated token (Request::top_logprobs).
+inline constexpr int32_t kMaxTopLogprobs = 20;
+
 struct SamplingOptions {
   float temperature = 1.0f;         // 0 means greedy
   float top_p = 1.0f;               // nucleus mass kept, in (0, 1]

@@ -5,6 +5,8 @@
 #include <limits>
 #include <numeric>
 
+#include "kernels/check.h"
+
 namespace mlaserve {
 namespace {
 
@@ -130,6 +132,20 @@ TokenChoice SampleToken(absl::Span<const float> logits, const SamplingOptions& o
       choice.top.emplace_back(idx[i], static_cast<float>(logits[idx[i]] - lse));
     }
   }
+  return choice;
+}
+
+bool PicksRawArgmax(const SamplingOptions& options) {
+  return options.temperature == 0.0f && options.repetition_penalty == 1.0f &&
+         options.presence_penalty == 0.0f && options.frequency_penalty == 0.0f;
+}
+
+TokenChoice ChoiceFromSelection(absl::Span<const int32_t> ids, absl::Span<const float> logprobs,
+                                int top_logprobs) {
+  MLASERVE_CHECK(!ids.empty() && ids.size() == logprobs.size() &&
+                 ids.size() >= static_cast<size_t>(top_logprobs));
+  TokenChoice choice{.token = ids[0], .logprob = logprobs[0], .top = {}};
+  for (int i = 0; i < top_logprobs; ++i) choice.top.emplace_back(ids[i], logprobs[i]);
   return choice;
 }
 

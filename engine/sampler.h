@@ -38,6 +38,16 @@ TokenChoice SampleToken(absl::Span<const float> logits, const SamplingOptions& o
                         absl::Span<const int32_t> prompt, absl::Span<const int32_t> output,
                         uint64_t seed, int top_logprobs, SamplerScratch& scratch);
 
+// Whether SampleToken takes the argmax of the raw logits (temperature 0 and no penalty), so
+// that a row selected on the device (Backend::TopLogprobs) serves the request.
+bool PicksRawArgmax(const SamplingOptions& options);
+
+// The choice SampleToken makes for such a request, from the row's device selection: `ids` and
+// `logprobs` the best tokens in descending order (ties to the lower id), at least
+// max(1, top_logprobs) of them.
+TokenChoice ChoiceFromSelection(absl::Span<const int32_t> ids, absl::Span<const float> logprobs,
+                                int top_logprobs);
+
 }  // namespace mlaserve
 
 #endif  // MLASERVE_ENGINE_SAMPLER_H_

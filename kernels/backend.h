@@ -83,6 +83,14 @@ class Backend {
   // (nearest even) when the weights it multiplies are bf16. Products and sums stay f32, and
   // everything else (residual stream, norms, attention, routing) stays f32 either way.
   virtual DType activation_dtype() const = 0;
+  // How many parallel work items an MlaDecode over `num_heads` heads wants the positions of a
+  // step's sequences spread over (the `workers` of kernels/mla_split_plan.h), or 0 where the
+  // backend takes no split-KV plan (the host backends split internally; a batch-invariant
+  // backend never splits).
+  virtual int64_t mla_decode_split_workers(int64_t num_heads) const {
+    (void)num_heads;
+    return 0;
+  }
 
   // Start-up only. The memory is uninitialized; with MLASERVE_POISON=1 in the environment it
   // is filled with 0xFF bytes (NaN for floats, -1 for i32) so that reads of unwritten
@@ -112,6 +120,7 @@ class Backend {
   virtual void MoeRoute(const MoeRouteParams& p) = 0;
   virtual void MoeAlignBlockSize(const MoeAlignParams& p) = 0;
   virtual void MoeExperts(const MoeExpertsParams& p) = 0;
+  virtual void TopLogprobs(const TopLogprobsParams& p) = 0;
 
   // Between these two calls ops are recorded, not run. The returned graph replays them.
   virtual void BeginCapture() = 0;

@@ -68,6 +68,9 @@ class HostBackend : public Backend {
     Dispatch(&HostBackend::RunMoeAlignBlockSize, p, "MoeAlignBlockSize");
   }
   void MoeExperts(const MoeExpertsParams& p) override { Dispatch(&HostBackend::RunMoeExperts, p, "MoeExperts"); }
+  void TopLogprobs(const TopLogprobsParams& p) override {
+    Dispatch(&HostBackend::RunTopLogprobs, p, "TopLogprobs");
+  }
 
   void BeginCapture() override;
   std::unique_ptr<Graph> EndCapture() override;
@@ -92,6 +95,9 @@ class HostBackend : public Backend {
   virtual void RunMoeRoute(const MoeRouteParams& p) = 0;
   virtual void RunMoeAlignBlockSize(const MoeAlignParams& p) = 0;
   virtual void RunMoeExperts(const MoeExpertsParams& p) = 0;
+  // Host memory is read in place, so every host backend shares the reference's selection
+  // (kernels/ref/ref_sampling.cc); the engine samples host logits itself and seldom calls it.
+  virtual void RunTopLogprobs(const TopLogprobsParams& p);
 
  private:
   template <typename P>

@@ -95,6 +95,17 @@ MlaDecodeShape CheckMlaDecode(const MlaDecodeParams& p) {
   CheckTensor(p.block_tables, "MlaDecode.block_tables", DType::kI32, {num_seqs, kAnyDim});
   CheckTensor(p.seq_lens, "MlaDecode.seq_lens", DType::kI32, {num_seqs});
   CheckTensor(p.out, "MlaDecode.out", DType::kF32, {num_seqs, num_heads, rank});
+  if (!p.split_items.empty()) {
+    CheckTensor(p.split_items, "MlaDecode.split_items", DType::kI32, {kAnyDim, 3});
+    CheckContiguous(p.split_items, "MlaDecode.split_items");
+    const int64_t capacity = p.split_items.size(0);
+    CheckTensor(p.split_offsets, "MlaDecode.split_offsets", DType::kI32, {num_seqs + 1});
+    CheckTensor(p.split_out, "MlaDecode.split_out", DType::kF32, {capacity, num_heads, rank});
+    CheckTensor(p.split_lse, "MlaDecode.split_lse", DType::kF32, {capacity, num_heads});
+  } else {
+    MLASERVE_CHECK_MSG(p.split_offsets.empty() && p.split_out.empty() && p.split_lse.empty(),
+                       "MlaDecode: split_items, split_offsets, split_out and split_lse go together");
+  }
   return {num_seqs, num_heads, rank, rope_dim, p.kv_cache.size(0), p.kv_cache.size(1)};
 }
 
@@ -124,6 +135,16 @@ MergeAttnShape CheckMergeAttn(const MergeAttnParams& p) {
   CheckTensor(p.suffix_out, "MergeAttn.suffix_out", DType::kF32, {num_tokens, num_heads, dim});
   CheckTensor(p.suffix_lse, "MergeAttn.suffix_lse", DType::kF32, {num_tokens, num_heads});
   return {num_tokens, num_heads, dim};
+}
+
+TopLogprobsShape CheckTopLogprobs(const TopLogprobsParams& p) {
+  CheckTensor(p.logits, "TopLogprobs.logits", DType::kF32, {kAnyDim, kAnyDim});
+  const int64_t rows = p.logits.size(0), vocab = p.logits.size(1);
+  CheckTensor(p.top_ids, "TopLogprobs.top_ids", DType::kI32, {rows, kAnyDim});
+  const int64_t k = p.top_ids.size(1);
+  MLASERVE_CHECK_MSG(k >= 1 && k <= vocab, "TopLogprobs.top_ids: k must be in [1, vocab]");
+  CheckTensor(p.top_logprobs, "TopLogprobs.top_logprobs", DType::kF32, {rows, k});
+  return {rows, vocab, k};
 }
 
 }  // namespace mlaserve

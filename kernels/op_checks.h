@@ -63,6 +63,12 @@ struct MergeAttnShape {
 };
 MergeAttnShape CheckMergeAttn(const MergeAttnParams& p);
 
+struct TopLogprobsShape {
+  int64_t rows, vocab, k;
+};
+// logits [rows, vocab] (rows contiguous); top_ids and top_logprobs [rows, k], 1 <= k <= vocab.
+TopLogprobsShape CheckTopLogprobs(const TopLogprobsParams& p);
+
 }  // namespace mlaserve
 
 #endif  // MLASERVE_KERNELS_OP_CHECKS_H_

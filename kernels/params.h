@@ -122,6 +122,14 @@ struct MlaDecodeParams {
   TensorView seq_lens;      // [num_seqs] i32, >= 1
   float softmax_scale = 1.0f;
   TensorView out;           // [num_seqs, num_heads, kv_lora_rank] f32
+  // Optional split-KV plan (kernels/mla_split_plan.h, all four set or none), for backends that
+  // attend one sequence's positions with several parallel work items and merge the partial
+  // results by log-sum-exp (the CUDA backend); the others ignore it. Without a plan such a
+  // backend gives each sequence one work item.
+  TensorView split_offsets;  // [num_seqs + 1] i32: sequence s owns items [o[s], o[s + 1])
+  TensorView split_items;    // [capacity, 3] i32: (seq, begin, end) per item; seq < 0 unused
+  TensorView split_out;      // [capacity, num_heads, kv_lora_rank] f32 workspace
+  TensorView split_lse;      // [capacity, num_heads] f32 workspace
 };
 
 enum class MoeScoring : uint8_t { kSoftmax, kSigmoid };
@@ -192,6 +200,15 @@ struct AddParams {
   TensorView a;    // [rows, cols] f32
   TensorView b;    // [rows, cols] f32
   TensorView out;  // [rows, cols] f32
+};
+
+// The k best tokens of each row of logits with their raw log-softmax (greedy selection on the
+// device: column 0 is the argmax). Order: descending logit, ties to the lower id.
+//   top_ids[r, i] = i-th best id; top_logprobs[r, i] = logits[r, id] - log Σ_v exp(logits[r, v])
+struct TopLogprobsParams {
+  TensorView logits;        // [rows, vocab] f32
+  TensorView top_ids;       // [rows, k] i32, 1 <= k <= vocab
+  TensorView top_logprobs;  // [rows, k] f32
 };
 
 // Strided copy with conversion to dst's dtype (f32 <-> bf16 <-> f32; i32 -> i32).

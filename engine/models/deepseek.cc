@@ -6,6 +6,7 @@
 #include "engine/rope_cache.h"
 #include "engine/status_macros.h"
 #include "kernels/check.h"
+#include "kernels/mla_split_plan.h"
 
 namespace mlaserve {
 
@@ -46,6 +47,7 @@ ForwardLimits DeepseekModel::forward_limits() const {
   l.max_context_rounds =
       (options_.max_num_seqs * options_.max_model_len + options_.context_chunk_tokens - 1) /
       options_.context_chunk_tokens;
+  l.mla_split_workers = backend_->mla_decode_split_workers(config_.num_attention_heads);
   return l;
 }
 
@@ -78,6 +80,11 @@ absl::Status DeepseekModel::AllocateWorkspaces() {
   ASSIGN_OR_RETURN(m.round_out, (NewTensor(f32, {rows, heads, c.v_head_dim})));
   ASSIGN_OR_RETURN(m.round_lse, (NewTensor(f32, {rows, heads})));
   ASSIGN_OR_RETURN(m.attn_out, (NewTensor(f32, {rows, heads * c.v_head_dim})));
+  if (const int64_t workers = backend_->mla_decode_split_workers(heads); workers > 0) {
+    const int64_t items = MlaSplitCapacity(seqs, workers);
+    ASSIGN_OR_RETURN(m.split_out, (NewTensor(f32, {items, heads, c.kv_lora_rank})));
+    ASSIGN_OR_RETURN(m.split_lse, (NewTensor(f32, {items, heads})));
+  }
 
   FfnWorkspace& f = ffn_ws_;
   const int64_t shared_inter = c.moe_intermediate_size * c.n_shared_experts;

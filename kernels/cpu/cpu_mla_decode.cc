@@ -11,6 +11,7 @@
 #include <limits>
 
 #include "kernels/cpu/cpu_context.h"
+#include "kernels/mla_split_plan.h"
 #include "kernels/op_checks.h"
 #include "kernels/shape_check.h"
 
@@ -161,13 +162,13 @@ void CpuMlaDecode(const CpuContext& ctx, const MlaDecodeParams& p) {
     return;
   }
   // Fewer sequences than threads: the positions of each (sequence, head group) are split over
-  // the team, and the calling thread merges the partial results after the region's one
-  // barrier.
+  // the team, block-aligned as the split-KV plan cuts them (kernels/mla_split_plan.h), and the
+  // calling thread merges the partial results after the region's one barrier.
   for (int64_t s = 0; s < num_seqs; ++s) {
     for (int64_t h0 = 0; h0 < num_heads; h0 += d.head_group) {
       const int64_t hg = num_heads - h0 < d.head_group ? num_heads - h0 : d.head_group;
       ctx.Parallel(threads, [&](int t, int team) {
-        const Range pos = SplitRange(seq_len(s), team, t, d.block_size);
+        const MlaPositionRange pos = MlaSplitRange(seq_len(s), team, t, d.block_size);
         Attend(ctx, t, p, d, s, h0, hg, pos.begin, pos.end, Partial(ctx.OpScratch(t), d));
       });
       for (int64_t h = 0; h < hg; ++h) {

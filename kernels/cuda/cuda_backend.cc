@@ -223,6 +223,12 @@ void CudaBackend::MlaPrefill(const MlaPrefillParams& p) {
 void CudaBackend::MergeAttn(const MergeAttnParams& p) {
   Record(LaunchMergeAttn(p, stream_), "MergeAttn");
 }
+int64_t CudaBackend::mla_decode_split_workers(int64_t num_heads) const {
+  if (batch_invariant_ || num_heads <= 0) return 0;
+  const int64_t blocks = 2 * int64_t{attention_workspace_.num_sms};
+  return std::max<int64_t>(1, (blocks + num_heads - 1) / num_heads);
+}
+
 void CudaBackend::MlaDecode(const MlaDecodeParams& p) {
   Record(LaunchMlaDecode(p, attention_workspace_, stream_), "MlaDecode");
 }
@@ -232,6 +238,10 @@ void CudaBackend::MoeRoute(const MoeRouteParams& p) {
 void CudaBackend::MoeAlignBlockSize(const MoeAlignParams& p) {
   Record(LaunchMoeAlignBlockSize(p, stream_), "MoeAlignBlockSize");
 }
+void CudaBackend::TopLogprobs(const TopLogprobsParams& p) {
+  Record(LaunchTopLogprobs(p, stream_), "TopLogprobs");
+}
+
 void CudaBackend::MoeExperts(const MoeExpertsParams& p) {
   Record(LaunchMoeExperts(p, activation_dtype_, cublas_, stream_), "MoeExperts");
 }

@@ -52,6 +52,8 @@ class CudaBackend final : public Backend {
   std::string_view name() const override { return "cuda"; }
   bool batch_invariant() const override { return batch_invariant_; }
   DType activation_dtype() const override { return activation_dtype_; }
+  // About two blocks per multiprocessor over all heads; 0 (no split) when batch-invariant.
+  int64_t mla_decode_split_workers(int64_t num_heads) const override;
   absl::StatusOr<DeviceBuffer> Allocate(size_t bytes) override;
   uint64_t memory_capacity() const override;  // the device's total memory (cudaMemGetInfo)
   void CopyFromHost(const void* src, size_t bytes, const TensorView& dst) override;
@@ -73,6 +75,7 @@ class CudaBackend final : public Backend {
   void MoeRoute(const MoeRouteParams& p) override;
   void MoeAlignBlockSize(const MoeAlignParams& p) override;
   void MoeExperts(const MoeExpertsParams& p) override;
+  void TopLogprobs(const TopLogprobsParams& p) override;
 
   void BeginCapture() override;
   std::unique_ptr<Graph> EndCapture() override;

@@ -46,6 +46,23 @@ __device__ inline float BlockSum(float v) {
   return total;
 }
 
+// The max of every thread's v over the block (as BlockSum; every thread must call it).
+__device__ inline float BlockMax(float v) {
+  MLASERVE_SHARED(float, partial, [32]);
+  for (int offset = 16; offset > 0; offset /= 2)
+    v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, offset));
+  const int warp = static_cast<int>(threadIdx.x) / 32, lane = static_cast<int>(threadIdx.x) % 32;
+  const int num_warps = static_cast<int>(blockDim.x) / 32;
+  if (lane == 0) partial[warp] = v;
+  __syncthreads();
+  float best = lane < num_warps ? partial[lane] : -INFINITY;
+  for (int offset = 16; offset > 0; offset /= 2) {
+    best = fmaxf(best, __shfl_xor_sync(0xffffffffu, best, offset));
+  }
+  __syncthreads();
+  return best;
+}
+
 // Blocks for a grid-stride loop over n elements with `threads` per block.
 inline unsigned GridFor(int64_t n, int threads) {
   const int64_t blocks = (n + threads - 1) / threads;

@@ -8,10 +8,16 @@
 // softmax (running sum and the accumulator rescaled by exp(old max - new max)); then every thread
 // adds the tile's weighted values into the output channels it owns (c ≡ threadIdx.x mod
 // kThreads), held in dynamic shared memory (value_dim floats). Scores and sums are f32.
-// Nothing per step is read on the host: sequence lengths, block tables and cu_seqlens are read
-// by the kernels, so the launches can be captured into graphs and replayed. The kernels are
-// written for correctness first (no split-KV, no tensor cores); a split-KV decode is the next
-// step for long contexts at small batch.
+// Split-KV decode: with a plan (MlaDecodeParams::split_*, kernels/mla_split_plan.h) the grid is
+// (head, plan item) over the plan's fixed capacity; a block attends its item's position range
+// and, when its sequence has several items, writes the normalised partial result and its
+// log-sum-exp to the split workspace; MlaSplitCombineKernel (one block per (head, sequence))
+// then merges a sequence's items weighted by exp(lse_i - max lse). Unused plan slots exit at
+// once. Without a plan every sequence is one item.
+// Nothing per step is read on the host: sequence lengths, block tables, the split plan and
+// cu_seqlens are read by the kernels, so the launches can be captured into graphs and replayed.
+// Scores are scalar f32 dot products (no tensor cores): the kernels are written for exactness
+// first; docs/cuda.md gives what a tiled, tensor-core decode would change.
 #include <cmath>
 #include <cstdint>
 
@@ -26,23 +32,6 @@ namespace mlaserve::MLASERVE_CUDA_NS {
 namespace {
 
 constexpr int kThreads = 128;
-
-// The max of every thread's v over the block (as BlockSum; every thread must call it).
-__device__ float BlockMax(float v) {
-  MLASERVE_SHARED(float, partial, [32]);
-  for (int offset = 16; offset > 0; offset /= 2)
-    v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, offset));
-  const int warp = static_cast<int>(threadIdx.x) / 32, lane = static_cast<int>(threadIdx.x) % 32;
-  const int num_warps = static_cast<int>(blockDim.x) / 32;
-  if (lane == 0) partial[warp] = v;
-  __syncthreads();
-  float best = lane < num_warps ? partial[lane] : -INFINITY;
-  for (int offset = 16; offset > 0; offset /= 2) {
-    best = fmaxf(best, __shfl_xor_sync(0xffffffffu, best, offset));
-  }
-  __syncthreads();
-  return best;
-}
 
 // Online-softmax state of one block: running max and sum, acc[value_dim] in shared memory.
 struct Softmax {
@@ -63,26 +52,45 @@ __device__ float FoldTile(float score, Softmax& state, float* acc, int value_dim
   return p;
 }
 
+// Where a decode block's work comes from and where its result goes.
+struct DecodeSplit {
+  const int32_t* items;    // [capacity, 3] (seq, begin, end), or null: item = sequence
+  const int32_t* offsets;  // [num_seqs + 1] items of each sequence
+  float* out;              // [capacity, heads, rank] partial results
+  int64_t out_s0, out_s1;
+  float* lse;              // [capacity, heads]
+  int64_t lse_s0;
+};
+
 __global__ void MlaDecodeKernel(const float* q_latent, int64_t ql_s0, int64_t ql_s1,
                                 const float* q_pe, int64_t qp_s0, int64_t qp_s1, const void* cache,
                                 bool cache_bf16, int rank, int rope_dim, int block_size,
                                 const int32_t* block_tables, int64_t bt_s0, const int32_t* seq_lens,
-                                int64_t sl_s0, float scale, float* out, int64_t o_s0,
-                                int64_t o_s1) {
+                                int64_t sl_s0, float scale, float* out, int64_t o_s0, int64_t o_s1,
+                                DecodeSplit split) {
   MLASERVE_DYNAMIC_SHARED(float, acc);  // [rank]
   MLASERVE_SHARED(float, weight, [kThreads]);
   MLASERVE_SHARED(int64_t, row, [kThreads]);
-  const int h = blockIdx.x, s = blockIdx.y, t = threadIdx.x;
-  const int len = seq_lens[s * sl_s0];
+  const int h = blockIdx.x, item = blockIdx.y, t = threadIdx.x;
+  int s = item, begin = 0, end = 0, items_of_seq = 1;
+  if (split.items != nullptr) {
+    s = split.items[item * 3];
+    if (s < 0) return;  // an unused plan slot (uniform over the block)
+    begin = split.items[item * 3 + 1];
+    end = split.items[item * 3 + 2];
+    items_of_seq = split.offsets[s + 1] - split.offsets[s];
+  } else {
+    end = seq_lens[s * sl_s0];
+  }
   const float* ql = q_latent + s * ql_s0 + h * ql_s1;
   const float* qp = q_pe + s * qp_s0 + h * qp_s1;
   const int64_t row_dim = rank + rope_dim;
   for (int c = t; c < rank; c += kThreads) acc[c] = 0.0f;
   Softmax state;
-  for (int j0 = 0; j0 < len; j0 += kThreads) {
+  for (int j0 = begin; j0 < end; j0 += kThreads) {
     const int j = j0 + t;
     float score = -INFINITY;
-    if (j < len) {
+    if (j < end) {
       const int64_t r =
           (static_cast<int64_t>(block_tables[s * bt_s0 + j / block_size]) * block_size +
            j % block_size) *
@@ -95,7 +103,7 @@ __global__ void MlaDecodeKernel(const float* q_latent, int64_t ql_s0, int64_t ql
     }
     weight[t] = FoldTile(score, state, acc, rank);
     __syncthreads();
-    const int n = len - j0 < kThreads ? len - j0 : kThreads;
+    const int n = end - j0 < kThreads ? end - j0 : kThreads;
     for (int c = t; c < rank; c += kThreads) {
       float a = acc[c];
       for (int k = 0; k < n; ++k) a += weight[k] * LoadAsF32(cache, cache_bf16, row[k] + c);
@@ -103,7 +111,33 @@ __global__ void MlaDecodeKernel(const float* q_latent, int64_t ql_s0, int64_t ql
     }
     __syncthreads();
   }
-  for (int c = t; c < rank; c += kThreads) out[s * o_s0 + h * o_s1 + c] = acc[c] / state.sum;
+  if (items_of_seq == 1) {
+    for (int c = t; c < rank; c += kThreads) out[s * o_s0 + h * o_s1 + c] = acc[c] / state.sum;
+    return;
+  }
+  float* partial = split.out + item * split.out_s0 + h * split.out_s1;
+  for (int c = t; c < rank; c += kThreads) partial[c] = acc[c] / state.sum;
+  if (t == 0) split.lse[item * split.lse_s0 + h] = state.max + logf(state.sum);
+}
+
+// Merges the partial results of every sequence with more than one plan item into out.
+__global__ void MlaSplitCombineKernel(DecodeSplit split, int rank, float* out, int64_t o_s0,
+                                      int64_t o_s1) {
+  const int h = blockIdx.x, s = blockIdx.y;
+  const int first = split.offsets[s], n = split.offsets[s + 1] - first;
+  if (n <= 1) return;  // written by the decode kernel itself
+  float max_lse = -INFINITY;
+  for (int i = 0; i < n; ++i) max_lse = fmaxf(max_lse, split.lse[(first + i) * split.lse_s0 + h]);
+  float total = 0.0f;
+  for (int i = 0; i < n; ++i) total += __expf(split.lse[(first + i) * split.lse_s0 + h] - max_lse);
+  for (int c = threadIdx.x; c < rank; c += blockDim.x) {
+    float a = 0.0f;
+    for (int i = 0; i < n; ++i) {
+      const float w = __expf(split.lse[(first + i) * split.lse_s0 + h] - max_lse);
+      a += w * split.out[(first + i) * split.out_s0 + h * split.out_s1 + c];
+    }
+    out[s * o_s0 + h * o_s1 + c] = a / total;
+  }
 }
 
 __global__ void MlaPrefillKernel(const float* q, int64_t q_s0, int64_t q_s1, const float* k_nope,
@@ -192,15 +226,31 @@ cudaError_t LaunchMlaDecode(const MlaDecodeParams& p, const AttentionWorkspace&,
   const int64_t num_seqs = shape.num_seqs, num_heads = shape.num_heads, rank = shape.rank;
   const int64_t rope_dim = shape.rope_dim;
   if (num_seqs == 0 || num_heads == 0) return cudaSuccess;
-  return Launch(
-      MlaDecodeKernel, dim3(static_cast<unsigned>(num_heads), static_cast<unsigned>(num_seqs)),
+  const bool planned = !p.split_items.empty();
+  DecodeSplit split{};
+  if (planned) {
+    split = {p.split_items.ptr<const int32_t>(), p.split_offsets.ptr<const int32_t>(),
+             p.split_out.ptr<float>(),           p.split_out.stride(0),
+             p.split_out.stride(1),              p.split_lse.ptr<float>(),
+             p.split_lse.stride(0)};
+    MLASERVE_CHECK_MSG(p.split_offsets.stride(0) == 1 && p.split_lse.stride(1) == 1,
+                       "MlaDecode: split_offsets and split_lse rows must be contiguous");
+  }
+  const int64_t work_items = planned ? p.split_items.size(0) : num_seqs;
+  const cudaError_t err = Launch(
+      MlaDecodeKernel, dim3(static_cast<unsigned>(num_heads), static_cast<unsigned>(work_items)),
       dim3(kThreads), AccumulatorBytes(rank), stream, p.q_latent.ptr<const float>(),
       p.q_latent.stride(0), p.q_latent.stride(1), p.q_pe.ptr<const float>(), p.q_pe.stride(0),
       p.q_pe.stride(1), p.kv_cache.data(), p.kv_cache.dtype() == DType::kBF16,
       static_cast<int>(rank), static_cast<int>(rope_dim), static_cast<int>(p.kv_cache.size(1)),
       p.block_tables.ptr<const int32_t>(), p.block_tables.stride(0),
       p.seq_lens.ptr<const int32_t>(), p.seq_lens.stride(0), p.softmax_scale, p.out.ptr<float>(),
-      p.out.stride(0), p.out.stride(1));
+      p.out.stride(0), p.out.stride(1), split);
+  if (err != cudaSuccess || !planned) return err;
+  return Launch(MlaSplitCombineKernel,
+                dim3(static_cast<unsigned>(num_heads), static_cast<unsigned>(num_seqs)),
+                dim3(kThreads), 0, stream, split, static_cast<int>(rank), p.out.ptr<float>(),
+                p.out.stride(0), p.out.stride(1));
 }
 
 cudaError_t LaunchMlaPrefill(const MlaPrefillParams& p, const AttentionWorkspace&, cublasHandle_t,

@@ -177,7 +177,7 @@ absl::StatusOr<Request> ToEngineRequest(const v1::GenerateRequest& proto, const 
       !s.ok()) {
     return s;
   }
-  if (proto.top_logprobs() > kMaxTopLogprobs) {
+  if (proto.top_logprobs() > static_cast<uint32_t>(kMaxTopLogprobs)) {
     return Invalid("top_logprobs",
                    absl::StrCat(proto.top_logprobs(), " is over the limit of ", kMaxTopLogprobs));
   }

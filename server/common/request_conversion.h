@@ -20,9 +20,6 @@
 
 namespace mlaserve {
 
-// api.md: at most this many alternatives per generated token.
-inline constexpr uint32_t kMaxTopLogprobs = 20;
-
 struct ModelLimits {
   int64_t vocab_size = 0;          // token ids must be below it
   int32_t max_context_tokens = 0;  // prompt + output tokens of one sequence
