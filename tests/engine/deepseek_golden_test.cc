@@ -1,6 +1,7 @@
 // The model end to end against logits from the independent PyTorch reference
 // (tools/reference), on tiny checkpoints covering every config variant: identical greedy ids
-// over all golden steps and every golden top-5 logprob within 1e-3.
+// over all golden steps and every golden top-5 logprob within 1e-3 — read from the logits, or,
+// on the CUDA backend with greedy rows, from the device's selection (Backend::TopLogprobs).
 #include <algorithm>
 #include <memory>
 #include <string>
@@ -82,6 +83,24 @@ int32_t CheckStep(absl::Span<const float> row, const Golden& golden, size_t step
   return greedy;
 }
 
+// Compares a row selected on the device (StepLogits::top_k) with golden step `step`: its i-th
+// best logprob with the golden's i-th best (whatever the order of near-ties), and its argmax
+// with the golden id. Returns the selected id.
+int32_t CheckSelection(const StepLogits& logits, size_t row, const Golden& golden, size_t step,
+                       const std::string& where) {
+  const auto k = static_cast<size_t>(logits.top_k);
+  std::vector<double> expected;
+  for (const auto& [id, lp] : golden.steps[step].top) expected.push_back(lp);
+  std::sort(expected.rbegin(), expected.rend());
+  EXPECT_GE(k, expected.size()) << where;
+  for (size_t i = 0; i < std::min(k, expected.size()); ++i) {
+    EXPECT_NEAR(logits.top_logprobs[row * k + i], expected[i], kLogprobTolerance)
+        << where << " step " << step << " rank " << i;
+  }
+  EXPECT_EQ(logits.top_ids[row * k], golden.steps[step].id) << where << " step " << step;
+  return logits.top_ids[row * k];
+}
+
 // The oracle, the production CPU backend (2 threads, so work is really split) and, where the
 // CUDA Toolkit is installed, the CUDA backend with its kernels run by the SIMT simulator.
 std::unique_ptr<Backend> MakeBackend(const std::string& name, DType dtype = DType::kF32) {
@@ -120,18 +139,30 @@ TEST_P(GoldenTest, GreedyIdsAndTopLogprobsMatchReference) {
   TestSequence s{golden->prompt_ids, 0,
                  testing::ReversedBlocks(1, 256, static_cast<int32_t>(rc.block_size))};
   StepLogits logits;
+  // A greedy request with top-5 logprobs: a backend the host cannot read in place selects the
+  // rows on the device and copies back ids and logprobs only.
+  auto next_step = [&] {
+    StepSequence step = NextStep(s, rc.max_num_tokens);
+    step.greedy = true;
+    step.top_logprobs = 5;
+    return step;
+  };
   while (s.num_computed < static_cast<int32_t>(s.tokens.size())) {
-    const StepSequence step = NextStep(s, rc.max_num_tokens);
+    const StepSequence step = next_step();
     ASSERT_TRUE(runner->Execute({step}, &logits).ok());
     s.num_computed += step.num_new_tokens;
   }
+  const bool device_selects = backend_name == "cuda_sim";  // the host reads the others in place
   for (size_t i = 0; i < golden->steps.size(); ++i) {
     ASSERT_EQ(logits.items.size(), 1u);
     ASSERT_EQ(logits.items[0], 0);
-    const int32_t id = CheckStep(logits.row(0), *golden, i, variant);
+    ASSERT_EQ(logits.top_k, device_selects ? 5 : 0);
+    ASSERT_EQ(logits.values.empty(), device_selects);
+    const int32_t id = device_selects ? CheckSelection(logits, 0, *golden, i, variant)
+                                      : CheckStep(logits.row(0), *golden, i, variant);
     if (::testing::Test::HasFailure()) return;
     s.tokens.push_back(id);
-    const StepSequence step = NextStep(s, rc.max_num_tokens);
+    const StepSequence step = next_step();
     ASSERT_TRUE(runner->Execute({step}, &logits).ok());
     s.num_computed += 1;
   }

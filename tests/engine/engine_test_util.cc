@@ -76,6 +76,7 @@ absl::StatusOr<std::unique_ptr<Engine>> MakeTestEngine(TestEngineOptions options
   engine_options.scheduler.kv_cache.enable_prefix_caching = options.enable_prefix_caching;
   engine_options.scheduler.eos_token_ids = options.eos_token_ids;
   engine_options.clock = options.clock;
+  engine_options.on_step = options.on_step;
   return Engine::Create(std::move(runner), std::move(backend), options.tokenizer,
                         std::move(engine_options));
 }

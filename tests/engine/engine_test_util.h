@@ -30,6 +30,7 @@ struct TestEngineOptions {
   std::vector<int32_t> eos_token_ids = {};      // empty: the model's
   std::vector<int32_t> graph_batch_sizes = {};  // decode batch sizes captured as graphs
   std::function<absl::Time()> clock = nullptr;
+  std::function<void(const StepObservation&)> on_step = nullptr;  // EngineOptions::on_step
   std::shared_ptr<const Tokenizer> tokenizer = nullptr;
   // Replaces the CPU backend (the engine takes ownership).
   std::unique_ptr<Backend> backend = nullptr;
