@@ -95,7 +95,9 @@ void EngineCore::PrepareStep(const ScheduledBatch& batch, absl::Time now) {
                                       .num_new_tokens = item.num_new_tokens,
                                       .block_table = seq.block_table,
                                       .needs_logits = item.samples_token,
-                                      .greedy = PicksRawArgmax(seq.sampling),
+                                      .device_samplable = SamplesFromLogitsAlone(seq.sampling),
+                                      .sampling = RowOptionsFor(seq.sampling, *seq.sampling.seed,
+                                                                seq.num_output_tokens()),
                                       .top_logprobs = seq.top_logprobs});
   }
 }
@@ -116,11 +118,12 @@ void EngineCore::SampleTokens(const ScheduledBatch& batch) {
     const absl::Span<const int32_t> tokens(seq.token_ids);
     const auto row = static_cast<size_t>(row_of_item_[i]);
     TokenChoice choice;
-    if (logits_.top_k > 0) {
+    if (logits_.drawn_on_device) {
       const auto k = static_cast<size_t>(logits_.top_k);
-      choice = ChoiceFromSelection(absl::MakeConstSpan(logits_.top_ids).subspan(row * k, k),
-                                   absl::MakeConstSpan(logits_.top_logprobs).subspan(row * k, k),
-                                   seq.top_logprobs);
+      choice = ChoiceFromDraw(logits_.tokens[row], logits_.token_logprobs[row],
+                              absl::MakeConstSpan(logits_.top_ids).subspan(row * k, k),
+                              absl::MakeConstSpan(logits_.top_logprobs).subspan(row * k, k),
+                              seq.top_logprobs);
     } else {
       choice = SampleToken(logits_.row(row), seq.sampling,
                            tokens.subspan(0, static_cast<size_t>(seq.num_prompt_tokens)),

@@ -14,6 +14,7 @@
 
 #include "absl/types/span.h"
 #include "kernels/backend.h"
+#include "kernels/sampling_math.h"
 
 namespace mlaserve {
 
@@ -24,9 +25,11 @@ struct StepSequence {
   int32_t num_new_tokens = 0;             // computes token_ids[start, start + num_new_tokens)
   absl::Span<const int32_t> block_table;  // covers start_position + num_new_tokens tokens
   bool needs_logits = false;              // return logits of the last new token
-  // With needs_logits: the engine takes the argmax of the raw logits (greedy, no penalties),
-  // with this many alternatives, so a row selected on the device serves it (StepLogits::top_k).
-  bool greedy = false;
+  // With needs_logits: whether the token depends on the row's logits alone (no penalties), so
+  // that the device may draw it (Backend::SampleTokens with `sampling`) and report `top_logprobs`
+  // alternatives (StepLogits::drawn_on_device).
+  bool device_samplable = false;
+  sampling::RowOptions sampling{};
   int32_t top_logprobs = 0;  // <= kMaxTopLogprobs
 };
 

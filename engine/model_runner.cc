@@ -11,6 +11,12 @@
 #include "engine/status_macros.h"
 
 namespace mlaserve {
+namespace {
+
+// 4-byte words of one row's sampling::RowOptions in the draws' buffer.
+constexpr int64_t kDrawWordsPerRow = sizeof(sampling::RowOptions) / sizeof(int32_t);
+
+}  // namespace
 
 absl::StatusOr<std::unique_ptr<ModelRunner>> ModelRunner::Create(
     std::unique_ptr<DeepseekModel> model, Backend* backend,
@@ -31,10 +37,9 @@ absl::StatusOr<std::unique_ptr<ModelRunner>> ModelRunner::Create(
   // Graphs are bound to the cache they read, so they are measured over a minimal one (block 0
   // and one more) before the real cache is sized, and captured over the real one after.
   RETURN_IF_ERROR(m.AllocateKvCache(2));
-  ASSIGN_OR_RETURN(runner->selection_,
-                   backend->Allocate(2 * sizeof(int32_t) *
-                                     static_cast<size_t>(m.options().max_num_seqs) *
-                                     kMaxTopLogprobs));
+  ASSIGN_OR_RETURN(runner->draws_,
+                   backend->Allocate(sizeof(int32_t) * static_cast<size_t>(m.options().max_num_seqs) *
+                                     (kDrawWordsPerRow + 2 + 2 * kMaxTopLogprobs)));
   MemoryUsage planned = runner->memory();
   ASSIGN_OR_RETURN(planned.graph_bytes, runner->graphs_.MeasureMemory(graph_buckets));
   planned.kv_cache_bytes = m.KvCacheBytes(num_kv_blocks);
@@ -67,7 +72,7 @@ MemoryUsage ModelRunner::memory() const {
   return MemoryUsage{.weight_bytes = model_->weight_bytes(),
                      .kv_cache_bytes = model_->kv_cache_bytes(),
                      .workspace_bytes = model_->workspace_bytes() + builder_.buffer_bytes() +
-                                        selection_.bytes(),
+                                        draws_.bytes(),
                      .graph_bytes = graphs_.memory_bytes()};
 }
 
@@ -105,15 +110,15 @@ absl::Status ModelRunner::Execute(absl::Span<const StepSequence> seqs, StepLogit
   logits->vocab_size = model_->config().vocab_size;
   logits->items.assign(batch_.logit_items.begin(), batch_.logit_items.end());
   const auto n = static_cast<size_t>(out.numel());
-  logits->top_k = 0;
+  logits->drawn_on_device = false;
   logits->values = {};
-  const bool all_greedy =
+  const bool samplable =
       std::all_of(logits->items.begin(), logits->items.end(),
-                  [&](int32_t item) { return seqs[static_cast<size_t>(item)].greedy; });
+                  [&](int32_t item) { return seqs[static_cast<size_t>(item)].device_samplable; });
   if (const void* host = backend_->HostAddress(out); host != nullptr) {
     logits->values = absl::MakeConstSpan(static_cast<const float*>(host), n);
-  } else if (all_greedy) {
-    SelectOnDevice(seqs, out, logits);
+  } else if (samplable) {
+    DrawOnDevice(seqs, out, logits);
   } else {
     logits->storage.resize(n);
     if (n > 0) backend_->CopyToHost(out, logits->storage.data(), n * sizeof(float));
@@ -122,29 +127,48 @@ absl::Status ModelRunner::Execute(absl::Span<const StepSequence> seqs, StepLogit
   return backend_->Synchronize();
 }
 
-void ModelRunner::SelectOnDevice(absl::Span<const StepSequence> seqs, const TensorView& out,
-                                 StepLogits* logits) {
+void ModelRunner::DrawOnDevice(absl::Span<const StepSequence> seqs, const TensorView& out,
+                               StepLogits* logits) {
   const int64_t rows = out.size(0);
-  int32_t wanted = 0;
-  for (int32_t item : logits->items) {
-    wanted = std::max(wanted, seqs[static_cast<size_t>(item)].top_logprobs);
-  }
-  const int64_t k = std::min<int64_t>(std::max<int32_t>(wanted, 1), logits->vocab_size);
+  int32_t k = 0;
+  for (int32_t item : logits->items) k = std::max(k, seqs[static_cast<size_t>(item)].top_logprobs);
+  k = static_cast<int32_t>(std::min<int64_t>(k, logits->vocab_size));
+  logits->drawn_on_device = true;
   logits->top_k = k;
-  logits->top_ids.resize(static_cast<size_t>(rows * k));
-  logits->top_logprobs.resize(static_cast<size_t>(rows * k));
   if (rows == 0) return;
-  int32_t* base = static_cast<int32_t*>(selection_.data());
-  const TensorView ids(base, DType::kI32, {rows, k});
-  const TensorView logprobs(base + rows * k, DType::kF32, {rows, k});
-  backend_->TopLogprobs({.logits = out, .top_ids = ids, .top_logprobs = logprobs});
-  std::vector<int32_t>& words = selection_host_;
-  words.resize(static_cast<size_t>(2 * rows * k));
-  backend_->CopyToHost(TensorView(base, DType::kI32, {2 * rows * k}), words.data(),
-                       words.size() * sizeof(int32_t));
-  std::copy_n(words.begin(), rows * k, logits->top_ids.begin());
-  std::memcpy(logits->top_logprobs.data(), words.data() + rows * k,
-              static_cast<size_t>(rows * k) * sizeof(float));
+  // Words: options [rows, 8] | tokens [rows] | logprobs [rows] | top ids [rows, k] | top lps.
+  std::vector<int32_t>& words = draws_host_;
+  words.resize(static_cast<size_t>(rows * (kDrawWordsPerRow + 2 + 2 * k)));
+  for (int64_t r = 0; r < rows; ++r) {
+    std::memcpy(words.data() + r * kDrawWordsPerRow,
+                &seqs[static_cast<size_t>(logits->items[r])].sampling,
+                sizeof(sampling::RowOptions));
+  }
+  int32_t* base = static_cast<int32_t*>(draws_.data());
+  const TensorView options(base, DType::kI32, {rows, kDrawWordsPerRow});
+  backend_->CopyFromHost(words.data(), static_cast<size_t>(rows * kDrawWordsPerRow) * 4, options);
+  int32_t* results = base + rows * kDrawWordsPerRow;
+  backend_->SampleTokens({.logits = out,
+                          .options = options,
+                          .token_ids = TensorView(results, DType::kI32, {rows}),
+                          .logprobs = TensorView(results + rows, DType::kF32, {rows})});
+  if (k > 0) {
+    backend_->TopLogprobs({.logits = out,
+                           .top_ids = TensorView(results + 2 * rows, DType::kI32, {rows, k}),
+                           .top_logprobs = TensorView(results + 2 * rows + rows * k,
+                                                      DType::kF32, {rows, k})});
+  }
+  const int64_t result_words = rows * (2 + 2 * k);
+  int32_t* host = words.data() + rows * kDrawWordsPerRow;
+  backend_->CopyToHost(TensorView(results, DType::kI32, {result_words}), host,
+                       static_cast<size_t>(result_words) * sizeof(int32_t));
+  logits->tokens.assign(host, host + rows);
+  logits->token_logprobs.resize(static_cast<size_t>(rows));
+  std::memcpy(logits->token_logprobs.data(), host + rows, static_cast<size_t>(rows) * 4);
+  logits->top_ids.assign(host + 2 * rows, host + 2 * rows + rows * k);
+  logits->top_logprobs.resize(static_cast<size_t>(rows * k));
+  std::memcpy(logits->top_logprobs.data(), host + 2 * rows + rows * k,
+              static_cast<size_t>(rows * k) * 4);
 }
 
 }  // namespace mlaserve

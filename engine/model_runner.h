@@ -19,18 +19,21 @@ namespace mlaserve {
 // Logits of one step on the host: row r belongs to StepSequence items[r]. Valid until the
 // next Execute: on a backend whose memory the host reads directly, `values` points into the
 // model's logits buffer; otherwise the logits are copied into `storage` — unless every row is
-// greedy (StepSequence::greedy): then the rows are selected on the device (Backend::
-// TopLogprobs), only the selection is copied back, and `values` is empty.
+// StepSequence::device_samplable: then the tokens are drawn on the device (Backend::
+// SampleTokens, TopLogprobs), only the draws are copied back, and `values` is empty.
 struct StepLogits {
   int64_t vocab_size = 0;
   std::vector<int32_t> items;      // [num_rows]
   absl::Span<const float> values;  // [num_rows, vocab_size], or empty
   std::vector<float> storage;
-  // Device selection: 0, or the ids and raw log-softmax of each row's top_k best tokens in
-  // descending order, column 0 the argmax: [num_rows, top_k] each.
+  // The device's draws: each row's token and its raw log-softmax, and the ids and logprobs of
+  // its top_k best tokens in descending order (top_k = the most alternatives a row asked for).
+  bool drawn_on_device = false;
+  std::vector<int32_t> tokens;          // [num_rows]
+  std::vector<float> token_logprobs;    // [num_rows]
   int64_t top_k = 0;
-  std::vector<int32_t> top_ids;
-  std::vector<float> top_logprobs;
+  std::vector<int32_t> top_ids;         // [num_rows, top_k]
+  std::vector<float> top_logprobs;      // [num_rows, top_k]
 
   absl::Span<const float> row(size_t r) const {
     return values.subspan(r * static_cast<size_t>(vocab_size), static_cast<size_t>(vocab_size));
@@ -92,18 +95,19 @@ class ModelRunner {
  private:
   ModelRunner(std::unique_ptr<DeepseekModel> model, Backend* backend, ForwardBatchBuilder builder);
   TensorView RunEager(absl::Span<const StepSequence> seqs);
-  // Selects the rows of `out` on the device into logits->top_* (every row greedy).
-  void SelectOnDevice(absl::Span<const StepSequence> seqs, const TensorView& out,
-                      StepLogits* logits);
+  // Draws the rows of `out` on the device into `logits` (every row device_samplable).
+  void DrawOnDevice(absl::Span<const StepSequence> seqs, const TensorView& out,
+                    StepLogits* logits);
 
   std::unique_ptr<DeepseekModel> model_;
   Backend* backend_;
   ForwardBatchBuilder builder_;
   GraphRunner graphs_;
-  // Device TopLogprobs output: ids then logprobs, [max_num_seqs, kMaxTopLogprobs] 4-byte words
-  // each, so that one copy brings a step's selection back.
-  DeviceBuffer selection_;
-  std::vector<int32_t> selection_host_;  // its copy on the host, reused across steps
+  // The device draws' buffer, 4-byte words for max_num_seqs rows: the rows' sampling options
+  // (8 each), then tokens, logprobs (1 each), top ids and top logprobs (kMaxTopLogprobs each), so that
+  // one copy brings a step's draws back.
+  DeviceBuffer draws_;
+  std::vector<int32_t> draws_host_;  // staging on the host, reused across steps
   ForwardBatch batch_;
   EagerStepCounts eager_steps_;
   StepKind last_step_;

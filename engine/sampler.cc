@@ -6,24 +6,10 @@
 #include <numeric>
 
 #include "kernels/check.h"
+#include "kernels/host_sampling.h"
 
 namespace mlaserve {
 namespace {
-
-uint64_t SplitMix64(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
-
-// log(sum(exp(x))) in double for a row of f32 logits.
-double LogSumExp(absl::Span<const float> x) {
-  const float max = *std::max_element(x.begin(), x.end());
-  double sum = 0.0;
-  for (float v : x) sum += std::exp(static_cast<double>(v) - max);
-  return max + std::log(sum);
-}
 
 // vLLM's semantics: frequency and presence penalties count output tokens only; the
 // repetition penalty divides positive (multiplies negative) logits of any token seen in the
@@ -55,57 +41,7 @@ int32_t Argmax(absl::Span<const float> v) {
   return static_cast<int32_t>(std::max_element(v.begin(), v.end()) - v.begin());
 }
 
-// Draws from softmax(values / temperature) restricted by top-k, top-p and min-p.
-int32_t Draw(const SamplingOptions& o, double u, SamplerScratch& s) {
-  std::vector<float>& v = s.values;
-  std::vector<int32_t>& idx = s.indices;
-  const int32_t vocab = static_cast<int32_t>(v.size());
-  idx.resize(v.size());
-  std::iota(idx.begin(), idx.end(), 0);
-  auto by_value = [&](int32_t a, int32_t b) { return v[a] > v[b] || (v[a] == v[b] && a < b); };
-  int32_t n = vocab;
-  if (o.top_k > 0 && o.top_k < vocab) {
-    std::nth_element(idx.begin(), idx.begin() + o.top_k, idx.end(), by_value);
-    n = o.top_k;
-  }
-  std::sort(idx.begin(), idx.begin() + n, by_value);
-  const double max = v[idx[0]];
-  double total = 0.0;
-  for (int32_t i = 0; i < n; ++i) {
-    const double p = std::exp((v[idx[i]] - max) / o.temperature);
-    // min-p keeps tokens whose probability is at least min_p times the best one's.
-    if (o.min_p > 0.0f && p < o.min_p) {
-      n = i;
-      break;
-    }
-    v[idx[i]] = static_cast<float>(p);
-    total += p;
-  }
-  if (o.top_p < 1.0f) {
-    double kept = 0.0;
-    for (int32_t i = 0; i < n; ++i) {
-      kept += v[idx[i]];
-      if (kept >= o.top_p * total) {
-        n = i + 1;
-        total = kept;
-        break;
-      }
-    }
-  }
-  double target = u * total;
-  for (int32_t i = 0; i < n; ++i) {
-    target -= v[idx[i]];
-    if (target < 0.0) return idx[i];
-  }
-  return idx[n - 1];
-}
-
 }  // namespace
-
-double UniformDraw(uint64_t seed, uint64_t position) {
-  const uint64_t bits = SplitMix64(SplitMix64(seed) ^ (position * 0xd1b54a32d192ed03ull));
-  return static_cast<double>(bits >> 11) * (1.0 / 9007199254740992.0);  // 53 bits
-}
 
 TokenChoice SampleToken(absl::Span<const float> logits, const SamplingOptions& options,
                         absl::Span<const int32_t> prompt, absl::Span<const int32_t> output,
@@ -116,9 +52,10 @@ TokenChoice SampleToken(absl::Span<const float> logits, const SamplingOptions& o
   if (options.temperature == 0.0f) {
     choice.token = Argmax(scratch.values);
   } else {
-    choice.token = Draw(options, UniformDraw(seed, output.size()), scratch);
+    choice.token = sampling::DrawToken(scratch.values, RowOptionsFor(options, seed, output.size()),
+                                       scratch.indices);
   }
-  const double lse = LogSumExp(logits);
+  const double lse = sampling::LogSumExp(logits);
   choice.logprob = static_cast<float>(logits[choice.token] - lse);
   if (top_logprobs > 0) {
     std::vector<int32_t>& idx = scratch.indices;
@@ -135,17 +72,29 @@ TokenChoice SampleToken(absl::Span<const float> logits, const SamplingOptions& o
   return choice;
 }
 
-bool PicksRawArgmax(const SamplingOptions& options) {
-  return options.temperature == 0.0f && options.repetition_penalty == 1.0f &&
-         options.presence_penalty == 0.0f && options.frequency_penalty == 0.0f;
+bool SamplesFromLogitsAlone(const SamplingOptions& options) {
+  return options.repetition_penalty == 1.0f && options.presence_penalty == 0.0f &&
+         options.frequency_penalty == 0.0f;
 }
 
-TokenChoice ChoiceFromSelection(absl::Span<const int32_t> ids, absl::Span<const float> logprobs,
-                                int top_logprobs) {
-  MLASERVE_CHECK(!ids.empty() && ids.size() == logprobs.size() &&
-                 ids.size() >= static_cast<size_t>(top_logprobs));
-  TokenChoice choice{.token = ids[0], .logprob = logprobs[0], .top = {}};
-  for (int i = 0; i < top_logprobs; ++i) choice.top.emplace_back(ids[i], logprobs[i]);
+sampling::RowOptions RowOptionsFor(const SamplingOptions& options, uint64_t seed,
+                                   size_t position) {
+  return {.temperature = options.temperature,
+          .top_p = options.top_p,
+          .min_p = options.min_p,
+          .top_k = options.top_k,
+          .seed_low = static_cast<uint32_t>(seed),
+          .seed_high = static_cast<uint32_t>(seed >> 32),
+          .position = static_cast<int32_t>(position),
+          .unused = 0};
+}
+
+TokenChoice ChoiceFromDraw(int32_t token, float logprob, absl::Span<const int32_t> best_ids,
+                           absl::Span<const float> best_logprobs, int wanted) {
+  MLASERVE_CHECK(best_ids.size() == best_logprobs.size() &&
+                 best_ids.size() >= static_cast<size_t>(wanted));
+  TokenChoice choice{.token = token, .logprob = logprob, .top = {}};
+  for (int i = 0; i < wanted; ++i) choice.top.emplace_back(best_ids[i], best_logprobs[i]);
   return choice;
 }
 

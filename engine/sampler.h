@@ -1,6 +1,7 @@
-// Token selection from one row of logits: penalties, temperature, top-k, top-p, min-p, and a
-// counter-based generator keyed by (seed, output position) so that a seeded request draws the
-// same tokens whatever else is batched with it, and after a preemption. Logprobs reported are
+// Token selection from one row of logits: penalties, temperature, top-k, top-p, min-p, and
+// counter-based noise keyed by (seed, output position, token) so that a seeded request draws the
+// same tokens whatever else is batched with it, after a preemption, and on every backend (the
+// device draws the same way: kernels/sampling_math.h, Backend::SampleTokens). Logprobs reported are
 // the model's raw log-softmax over the full vocabulary (before penalties and temperature).
 // Stateless and thread-compatible: each call uses only its arguments and `scratch`.
 #ifndef MLASERVE_ENGINE_SAMPLER_H_
@@ -12,6 +13,7 @@
 
 #include "absl/types/span.h"
 #include "engine/request.h"
+#include "kernels/sampling_math.h"
 
 namespace mlaserve {
 
@@ -28,9 +30,6 @@ struct SamplerScratch {
   std::vector<int32_t> counts;   // [vocab]
 };
 
-// A uniform draw in [0, 1) that depends only on (seed, position).
-double UniformDraw(uint64_t seed, uint64_t position);
-
 // logits: [vocab] raw model output. `prompt` and `output` are the sequence's tokens (for the
 // repetition/presence/frequency penalties). `seed` is the request's (the engine picks one for
 // requests without). Ties in greedy selection pick the lowest id.
@@ -38,15 +37,18 @@ TokenChoice SampleToken(absl::Span<const float> logits, const SamplingOptions& o
                         absl::Span<const int32_t> prompt, absl::Span<const int32_t> output,
                         uint64_t seed, int top_logprobs, SamplerScratch& scratch);
 
-// Whether SampleToken takes the argmax of the raw logits (temperature 0 and no penalty), so
-// that a row selected on the device (Backend::TopLogprobs) serves the request.
-bool PicksRawArgmax(const SamplingOptions& options);
+// Whether SampleToken's choice depends on the logits row alone (no penalty), so that the
+// device may draw it the same way (Backend::SampleTokens).
+bool SamplesFromLogitsAlone(const SamplingOptions& options);
 
-// The choice SampleToken makes for such a request, from the row's device selection: `ids` and
-// `logprobs` the best tokens in descending order (ties to the lower id), at least
-// max(1, top_logprobs) of them.
-TokenChoice ChoiceFromSelection(absl::Span<const int32_t> ids, absl::Span<const float> logprobs,
-                                int top_logprobs);
+// What the draw of output position `position` (output tokens so far) reads: the options, the
+// seed and the position (kernels/sampling_math.h).
+sampling::RowOptions RowOptionsFor(const SamplingOptions& options, uint64_t seed, size_t position);
+
+// The choice SampleToken makes, from a device draw: the token, its raw logprob and the row's
+// best tokens in descending order (ties to the lower id), at least `wanted` of them.
+TokenChoice ChoiceFromDraw(int32_t token, float logprob, absl::Span<const int32_t> best_ids,
+                           absl::Span<const float> best_logprobs, int wanted);
 
 }  // namespace mlaserve
 

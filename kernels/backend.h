@@ -121,6 +121,7 @@ class Backend {
   virtual void MoeAlignBlockSize(const MoeAlignParams& p) = 0;
   virtual void MoeExperts(const MoeExpertsParams& p) = 0;
   virtual void TopLogprobs(const TopLogprobsParams& p) = 0;
+  virtual void SampleTokens(const SampleTokensParams& p) = 0;
 
   // Between these two calls ops are recorded, not run. The returned graph replays them.
   virtual void BeginCapture() = 0;

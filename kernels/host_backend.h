@@ -71,6 +71,9 @@ class HostBackend : public Backend {
   void TopLogprobs(const TopLogprobsParams& p) override {
     Dispatch(&HostBackend::RunTopLogprobs, p, "TopLogprobs");
   }
+  void SampleTokens(const SampleTokensParams& p) override {
+    Dispatch(&HostBackend::RunSampleTokens, p, "SampleTokens");
+  }
 
   void BeginCapture() override;
   std::unique_ptr<Graph> EndCapture() override;
@@ -96,8 +99,9 @@ class HostBackend : public Backend {
   virtual void RunMoeAlignBlockSize(const MoeAlignParams& p) = 0;
   virtual void RunMoeExperts(const MoeExpertsParams& p) = 0;
   // Host memory is read in place, so every host backend shares the reference's selection
-  // (kernels/ref/ref_sampling.cc); the engine samples host logits itself and seldom calls it.
+  // (kernels/ref/ref_sampling.cc); the engine samples host logits itself and never calls them.
   virtual void RunTopLogprobs(const TopLogprobsParams& p);
+  virtual void RunSampleTokens(const SampleTokensParams& p);
 
  private:
   template <typename P>

@@ -147,4 +147,15 @@ TopLogprobsShape CheckTopLogprobs(const TopLogprobsParams& p) {
   return {rows, vocab, k};
 }
 
+RowsShape CheckSampleTokens(const SampleTokensParams& p) {
+  CheckTensor(p.logits, "SampleTokens.logits", DType::kF32, {kAnyDim, kAnyDim});
+  const int64_t rows = p.logits.size(0), vocab = p.logits.size(1);
+  MLASERVE_CHECK_MSG(vocab >= 1 || rows == 0, "SampleTokens.logits: empty vocabulary");
+  CheckTensor(p.options, "SampleTokens.options", DType::kI32, {rows, 8});
+  CheckContiguous(p.options, "SampleTokens.options");
+  CheckTensor(p.token_ids, "SampleTokens.token_ids", DType::kI32, {rows});
+  CheckTensor(p.logprobs, "SampleTokens.logprobs", DType::kF32, {rows});
+  return {rows, vocab};
+}
+
 }  // namespace mlaserve

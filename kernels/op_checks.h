@@ -69,6 +69,9 @@ struct TopLogprobsShape {
 // logits [rows, vocab] (rows contiguous); top_ids and top_logprobs [rows, k], 1 <= k <= vocab.
 TopLogprobsShape CheckTopLogprobs(const TopLogprobsParams& p);
 
+// logits [rows, vocab] (vocab >= 1); options [rows, 8] contiguous; token_ids, logprobs [rows].
+RowsShape CheckSampleTokens(const SampleTokensParams& p);
+
 }  // namespace mlaserve
 
 #endif  // MLASERVE_KERNELS_OP_CHECKS_H_

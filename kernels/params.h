@@ -211,6 +211,17 @@ struct TopLogprobsParams {
   TensorView top_logprobs;  // [rows, k] f32
 };
 
+// Draws one token per row the way the host sampler does (kernels/sampling_math.h: the kept set
+// by top-k, min-p and top-p in rank order, then the Gumbel-max pick with (seed, position,
+// token) noise; temperature 0: the argmax, ties to the lower id), and the drawn token's raw
+// log-softmax. Penalties are not applied: rows that need them are sampled on the host.
+struct SampleTokensParams {
+  TensorView logits;     // [rows, vocab] f32
+  TensorView options;    // [rows, 8] i32 contiguous: one sampling::RowOptions per row
+  TensorView token_ids;  // [rows] i32
+  TensorView logprobs;   // [rows] f32
+};
+
 // Strided copy with conversion to dst's dtype (f32 <-> bf16 <-> f32; i32 -> i32).
 struct CopyParams {
   TensorView src;  // any shape

@@ -242,6 +242,10 @@ void CudaBackend::TopLogprobs(const TopLogprobsParams& p) {
   Record(LaunchTopLogprobs(p, stream_), "TopLogprobs");
 }
 
+void CudaBackend::SampleTokens(const SampleTokensParams& p) {
+  Record(LaunchSampleTokens(p, stream_), "SampleTokens");
+}
+
 void CudaBackend::MoeExperts(const MoeExpertsParams& p) {
   Record(LaunchMoeExperts(p, activation_dtype_, cublas_, stream_), "MoeExperts");
 }

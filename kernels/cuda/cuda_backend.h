@@ -76,6 +76,7 @@ class CudaBackend final : public Backend {
   void MoeAlignBlockSize(const MoeAlignParams& p) override;
   void MoeExperts(const MoeExpertsParams& p) override;
   void TopLogprobs(const TopLogprobsParams& p) override;
+  void SampleTokens(const SampleTokensParams& p) override;
 
   void BeginCapture() override;
   std::unique_ptr<Graph> EndCapture() override;

@@ -21,6 +21,7 @@ cudaError_t LaunchApplyRope(const RopeParams& p, cudaStream_t stream);       // 
 cudaError_t LaunchWriteKvCache(const KvWriteParams& p, cudaStream_t stream);     // kv_cache.cu
 cudaError_t LaunchGatherKvCache(const GatherKvParams& p, cudaStream_t stream);   // kv_cache.cu
 cudaError_t LaunchTopLogprobs(const TopLogprobsParams& p, cudaStream_t stream);  // sampling.cu
+cudaError_t LaunchSampleTokens(const SampleTokensParams& p, cudaStream_t stream);  // sampling.cu
 
 // gemm.cu. A GEMM problem as the kernels see it: row-major, innermost stride 1, batch stride 0
 // for a 2-D operand.

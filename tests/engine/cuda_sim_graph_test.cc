@@ -71,6 +71,7 @@ class StaleLengthsBackend final : public Backend {
   void MoeAlignBlockSize(const MoeAlignParams& p) override { inner_->MoeAlignBlockSize(p); }
   void MoeExperts(const MoeExpertsParams& p) override { inner_->MoeExperts(p); }
   void TopLogprobs(const TopLogprobsParams& p) override { inner_->TopLogprobs(p); }
+  void SampleTokens(const SampleTokensParams& p) override { inner_->SampleTokens(p); }
   void BeginCapture() override {
     capturing_ = true;
     inner_->BeginCapture();

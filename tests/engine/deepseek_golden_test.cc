@@ -1,7 +1,7 @@
 // The model end to end against logits from the independent PyTorch reference
 // (tools/reference), on tiny checkpoints covering every config variant: identical greedy ids
 // over all golden steps and every golden top-5 logprob within 1e-3 — read from the logits, or,
-// on the CUDA backend with greedy rows, from the device's selection (Backend::TopLogprobs).
+// on the CUDA backend with greedy rows, from the device's draw (Backend::SampleTokens, TopLogprobs).
 #include <algorithm>
 #include <memory>
 #include <string>
@@ -83,11 +83,12 @@ int32_t CheckStep(absl::Span<const float> row, const Golden& golden, size_t step
   return greedy;
 }
 
-// Compares a row selected on the device (StepLogits::top_k) with golden step `step`: its i-th
-// best logprob with the golden's i-th best (whatever the order of near-ties), and its argmax
-// with the golden id. Returns the selected id.
-int32_t CheckSelection(const StepLogits& logits, size_t row, const Golden& golden, size_t step,
-                       const std::string& where) {
+// Compares a row drawn on the device (StepLogits::drawn_on_device, greedy) with golden step
+// `step`: the i-th best of its top logprobs with the golden's i-th best (whatever the order of
+// near-ties), its token with the golden id and the token's logprob with the golden's. Returns
+// the drawn id.
+int32_t CheckDraw(const StepLogits& logits, size_t row, const Golden& golden, size_t step,
+                  const std::string& where) {
   const auto k = static_cast<size_t>(logits.top_k);
   std::vector<double> expected;
   for (const auto& [id, lp] : golden.steps[step].top) expected.push_back(lp);
@@ -98,7 +99,9 @@ int32_t CheckSelection(const StepLogits& logits, size_t row, const Golden& golde
         << where << " step " << step << " rank " << i;
   }
   EXPECT_EQ(logits.top_ids[row * k], golden.steps[step].id) << where << " step " << step;
-  return logits.top_ids[row * k];
+  EXPECT_EQ(logits.tokens[row], golden.steps[step].id) << where << " step " << step;
+  EXPECT_NEAR(logits.token_logprobs[row], expected[0], kLogprobTolerance) << where << " step " << step;
+  return logits.tokens[row];
 }
 
 // The oracle, the production CPU backend (2 threads, so work is really split) and, where the
@@ -139,11 +142,12 @@ TEST_P(GoldenTest, GreedyIdsAndTopLogprobsMatchReference) {
   TestSequence s{golden->prompt_ids, 0,
                  testing::ReversedBlocks(1, 256, static_cast<int32_t>(rc.block_size))};
   StepLogits logits;
-  // A greedy request with top-5 logprobs: a backend the host cannot read in place selects the
+  // A greedy request with top-5 logprobs: a backend the host cannot read in place draws the
   // rows on the device and copies back ids and logprobs only.
   auto next_step = [&] {
     StepSequence step = NextStep(s, rc.max_num_tokens);
-    step.greedy = true;
+    step.device_samplable = true;
+    step.sampling = {.temperature = 0.0f, .top_p = 1.0f};
     step.top_logprobs = 5;
     return step;
   };
@@ -156,9 +160,12 @@ TEST_P(GoldenTest, GreedyIdsAndTopLogprobsMatchReference) {
   for (size_t i = 0; i < golden->steps.size(); ++i) {
     ASSERT_EQ(logits.items.size(), 1u);
     ASSERT_EQ(logits.items[0], 0);
-    ASSERT_EQ(logits.top_k, device_selects ? 5 : 0);
+    ASSERT_EQ(logits.drawn_on_device, device_selects);
     ASSERT_EQ(logits.values.empty(), device_selects);
-    const int32_t id = device_selects ? CheckSelection(logits, 0, *golden, i, variant)
+    if (device_selects) {
+      ASSERT_EQ(logits.top_k, 5);
+    }
+    const int32_t id = device_selects ? CheckDraw(logits, 0, *golden, i, variant)
                                       : CheckStep(logits.row(0), *golden, i, variant);
     if (::testing::Test::HasFailure()) return;
     s.tokens.push_back(id);

@@ -1,0 +1,71 @@
+#include "kernels/host_sampling.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <numeric>
+
+namespace mlaserve::sampling {
+
+// Draws from softmax(values / temperature) restricted by top-k, min-p and top-p. The kept set is
+// a prefix of the rank order (kernels/sampling_math.h): the top_k best, then those whose
+// probability relative to the best reaches min_p, then the shortest prefix holding top_p of
+// what is left; the Gumbel-max trick with the (seed, position, token) noise picks among it.
+int32_t DrawToken(absl::Span<const float> v, const RowOptions& o, std::vector<int32_t>& idx) {
+  const uint64_t seed = (uint64_t{o.seed_high} << 32) | o.seed_low;
+  const auto position = static_cast<uint64_t>(o.position);
+  const int32_t vocab = static_cast<int32_t>(v.size());
+  const float max = *std::max_element(v.begin(), v.end());
+  idx.resize(v.size());
+  std::iota(idx.begin(), idx.end(), 0);
+  int32_t n = vocab;
+  if ((o.top_k > 0 && o.top_k < vocab) || o.min_p > 0.0f || o.top_p < 1.0f) {
+    auto by_rank = [&](int32_t a, int32_t b) {
+      return RankKey(v[a], a) > RankKey(v[b], b);
+    };
+    if (o.top_k > 0 && o.top_k < vocab) {
+      std::nth_element(idx.begin(), idx.begin() + o.top_k, idx.end(), by_rank);
+      n = o.top_k;
+    }
+    std::sort(idx.begin(), idx.begin() + n, by_rank);
+    double total = 0.0;
+    for (int32_t i = 0; i < n; ++i) {
+      const double p = RelativeProbability(v[idx[i]], max, o.temperature);
+      if (i > 0 && p < o.min_p) {  // the best token has p = 1 and always stays
+        n = i;
+        break;
+      }
+      total += p;
+    }
+    if (o.top_p < 1.0f) {
+      double kept = 0.0;
+      for (int32_t i = 0; i < n; ++i) {
+        kept += RelativeProbability(v[idx[i]], max, o.temperature);
+        if (kept >= o.top_p * total) {
+          n = i + 1;
+          break;
+        }
+      }
+    }
+  }
+  int32_t best = idx[0];
+  double best_score = -std::numeric_limits<double>::infinity();
+  for (int32_t i = 0; i < n; ++i) {
+    const int32_t id = idx[i];
+    const double score = DrawScore(v[id], max, o.temperature, seed, position, id);
+    if (score > best_score || (score == best_score && id < best)) {
+      best_score = score;
+      best = id;
+    }
+  }
+  return best;
+}
+
+double LogSumExp(absl::Span<const float> values) {
+  const double max = *std::max_element(values.begin(), values.end());
+  double sum = 0.0;
+  for (float v : values) sum += std::exp(v - max);
+  return max + std::log(sum);
+}
+
+}  // namespace mlaserve::sampling

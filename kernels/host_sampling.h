@@ -1,0 +1,26 @@
+// A token drawn on the host, the way kernels/sampling_math.h defines it: the CPU engine's
+// sampler (engine/sampler.cc) and every host backend's SampleTokens run this one function;
+// the device's kernel (kernels/cuda/sampling.cu) is an independent implementation of the same
+// selection, tested against it.
+#ifndef MLASERVE_KERNELS_HOST_SAMPLING_H_
+#define MLASERVE_KERNELS_HOST_SAMPLING_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "absl/types/span.h"
+#include "kernels/sampling_math.h"
+
+namespace mlaserve::sampling {
+
+// Draws from softmax(values / temperature) restricted by top-k, min-p and top-p (REQUIRES:
+// temperature > 0, values non-empty). `scratch` is reused storage.
+int32_t DrawToken(absl::Span<const float> values, const RowOptions& options,
+                  std::vector<int32_t>& scratch);
+
+// log Σ exp(values), in double (REQUIRES: values non-empty).
+double LogSumExp(absl::Span<const float> values);
+
+}  // namespace mlaserve::sampling
+
+#endif  // MLASERVE_KERNELS_HOST_SAMPLING_H_
