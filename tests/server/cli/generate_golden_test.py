@@ -5,7 +5,8 @@ For every tiny checkpoint and every backend given: `mlaserve generate --prompt_i
 prompt> --max_tokens=<golden steps> --ignore_eos --top_logprobs=5 --output=json` must print
 exactly the golden greedy ids, and for each step the i-th best of its top-5 logprobs within 1e-3
 of the golden's i-th best (near-ties may list in either order). On `cuda-sim` the CUDA backend
-runs in the SIMT simulator with decode graphs and selects the greedy tokens on the device.
+runs in the SIMT simulator with decode graphs and draws the tokens on the device. And with
+--temperature=0.9 and a seed, every backend draws the same tokens (kernels/sampling_math.h).
 
 Usage: generate_golden_test.py --mlaserve=BIN --models=DIR --backends=cpu,cuda-sim
 """
@@ -21,11 +22,11 @@ ARGS = None
 
 
 class GenerateGoldenTest(unittest.TestCase):
-    def run_generate(self, model_dir, backend, golden):
+    def run_generate(self, model_dir, backend, golden, extra=()):
         cmd = [ARGS.mlaserve, "generate", f"--model={model_dir}", f"--backend={backend}",
                "--prompt_ids=" + ",".join(str(t) for t in golden["prompt_ids"]),
                f"--max_tokens={len(golden['steps'])}", "--ignore_eos", "--top_logprobs=5",
-               "--output=json"]
+               "--output=json", *extra]
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
         self.assertEqual(proc.returncode, 0, f"{' '.join(cmd)}\n{proc.stderr}")
         lines = [json.loads(line) for line in proc.stdout.splitlines() if line.strip()]
@@ -50,6 +51,25 @@ class GenerateGoldenTest(unittest.TestCase):
                         for rank, (g, w) in enumerate(zip(got, want)):
                             self.assertLessEqual(abs(g - w), TOLERANCE,
                                                  f"step {i} rank {rank}: {g} vs {w}")
+
+    def test_a_seeded_draw_gives_the_same_tokens_on_every_backend(self):
+        backends = ARGS.backends.split(",")
+        if len(backends) < 2:
+            self.skipTest("one backend")
+        for variant in sorted(os.listdir(ARGS.models)):
+            model_dir = os.path.join(ARGS.models, variant)
+            with open(os.path.join(model_dir, "golden.json")) as f:
+                golden = json.load(f)
+            for seed in (7, 12345):
+                extra = ("--temperature=0.9", f"--seed={seed}")
+                runs = {b: [t["id"] for t in self.run_generate(model_dir, b, golden, extra)[0]]
+                        for b in backends}
+                with self.subTest(variant=variant, seed=seed):
+                    first = runs[backends[0]]
+                    self.assertNotEqual(first, [s["id"] for s in golden["steps"]],
+                                        "a draw at temperature 0.9 is not the greedy path")
+                    for b in backends[1:]:
+                        self.assertEqual(runs[b], first, f"{b} vs {backends[0]}")
 
 
 if __name__ == "__main__":
