@@ -144,8 +144,8 @@ TEST_P(GoldenTest, GreedyIdsAndTopLogprobsMatchReference) {
   StepLogits logits;
   // A greedy request with top-5 logprobs: a backend the host cannot read in place draws the
   // rows on the device and copies back ids and logprobs only.
-  auto next_step = [&] {
-    StepSequence step = NextStep(s, rc.max_num_tokens);
+  auto next_step = [&s, max_tokens = rc.max_num_tokens] {
+    StepSequence step = NextStep(s, max_tokens);
     step.device_samplable = true;
     step.sampling = {.temperature = 0.0f, .top_p = 1.0f};
     step.top_logprobs = 5;
