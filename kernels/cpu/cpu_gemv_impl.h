@@ -5,7 +5,6 @@
 #define MLASERVE_KERNELS_CPU_CPU_GEMV_IMPL_H_
 
 #include <cstdint>
-#include <type_traits>
 #include <utility>
 
 #include "kernels/cpu/cpu_kernels.h"
@@ -91,89 +90,10 @@ struct GemvImpl {
     }
   }
 
-  static constexpr bool kHasDotBf16 = requires { &V::DotBf16; };
-
-  // GemvTile for bf16 activations against bf16 weights where V has the bf16 dot product: A rows
-  // hold bf16 pairs of consecutive k (one 32-bit word each, as the weight rows hold them), so
-  // one DotBf16 adds 2 * kW exact products per row of A and weight vector, with no widening of
-  // the weights. k is a multiple of 2 * kW.
-  template <int M, int R>
-  static void GemvTilePairs(const uint32_t* const* a, const uint16_t* b, int64_t ldb, int64_t k,
-                            float* const* c, int64_t j, bool acc, const StreamTuning& tuning) {
-    if constexpr (kHasDotBf16) {
-      F s[M][R];
-#pragma GCC unroll 16
-      for (int i = 0; i < M; ++i) {
-#pragma GCC unroll 16
-        for (int r = 0; r < R; ++r) s[i][r] = V::Zero();
-      }
-      const uint32_t* rows[R];
-      for (int r = 0; r < R; ++r) {
-        rows[r] = reinterpret_cast<const uint32_t*>(b + (j + r) * ldb);
-      }
-      const int64_t ahead = R * ldb * tuning.ahead_tiles / 2;  // in words
-      const bool prefetch = tuning.ahead_tiles > 0, nta = tuning.non_temporal;
-      for (int64_t w = 0; w < k / 2; w += kW) {
-        typename V::Words bv[R];
-#pragma GCC unroll 16
-        for (int r = 0; r < R; ++r) {
-          if (prefetch) {
-            if (nta) {
-              __builtin_prefetch(rows[r] + ahead + w, 0, 0);
-            } else {
-              __builtin_prefetch(rows[r] + ahead + w, 0, 2);
-            }
-          }
-          bv[r] = V::LoadWords(rows[r] + w);
-        }
-#pragma GCC unroll 16
-        for (int i = 0; i < M; ++i) {
-          const typename V::Words av = V::LoadWords(a[i] + w);
-#pragma GCC unroll 16
-          for (int r = 0; r < R; ++r) s[i][r] = V::DotBf16(s[i][r], av, bv[r]);
-        }
-      }
-      for (int i = 0; i < M; ++i) {
-        for (int r = 0; r < R; ++r) {
-          const float v = V::ReduceAdd(s[i][r]);
-          c[i][j + r] = acc ? c[i][j + r] + v : v;
-        }
-      }
-    }
-  }
-
   // Depth per pass under GemmPath::kFixedDot, whatever M: each output element is then the
   // same sum (lane-wise over passes of this depth, reduced, passes added in order) for any
   // row count. It is the depth M = kMaxM takes anyway.
   static constexpr int64_t kFixedDepth = 512;
-
-  // Gemv over bf16 pairs (GemvTilePairs): each pass packs the M rows of A, rounded to bf16,
-  // into words at the f32 path's pitch, so they take half its scratch.
-  template <int M, int kRows, int64_t kDepth, int64_t kPitch>
-  static void GemvPairs(const GemmArgs& g, const uint16_t* b, float* scratch,
-                        const StreamTuning& tuning) {
-    const uint32_t* a[M];
-    float* c[M];
-    uint32_t* words = reinterpret_cast<uint32_t*>(scratch);
-    for (int64_t k0 = 0; k0 < g.k; k0 += kDepth) {
-      const int64_t kb = Lo(kDepth, g.k - k0);
-      const bool acc = g.accumulate || k0 > 0;
-      for (int i = 0; i < M; ++i) {
-        const float* src = ARow(g, i) + k0;
-        uint32_t* dst = words + i * kPitch;
-        for (int64_t l = 0; l < kb; l += 2) {
-          dst[l / 2] = uint32_t{F32ToBf16(src[l])} | (uint32_t{F32ToBf16(src[l + 1])} << 16);
-        }
-        a[i] = dst;
-        c[i] = CRow(g, i);
-      }
-      int64_t j = g.n_begin;
-      for (; j + kRows <= g.n_end; j += kRows) {
-        GemvTilePairs<M, kRows>(a, b + k0, g.ldb, kb, c, j, acc, tuning);
-      }
-      for (; j < g.n_end; ++j) GemvTilePairs<M, 1>(a, b + k0, g.ldb, kb, c, j, acc, tuning);
-    }
-  }
 
   template <class TB, int M, bool kFixed>
   static void Gemv(const GemmArgs& g, float* scratch) {
@@ -189,13 +109,6 @@ struct GemvImpl {
     float* c[M];
     const TB* b = static_cast<const TB*>(g.b);
     const StreamTuning tuning = CurrentStreamTuning();
-    if constexpr (kHasDotBf16 && !kFixed && std::is_same_v<TB, uint16_t>) {
-      if (g.a_bf16 && g.k % (2 * kW) == 0 && g.ldb % 2 == 0 &&
-          reinterpret_cast<uintptr_t>(b) % sizeof(uint32_t) == 0) {
-        GemvPairs<M, kRows, kDepth, kPitch>(g, b, scratch, tuning);
-        return;
-      }
-    }
     for (int64_t k0 = 0; k0 < g.k; k0 += kDepth) {
       const int64_t kb = Lo(kDepth, g.k - k0);
       const bool acc = g.accumulate || k0 > 0;

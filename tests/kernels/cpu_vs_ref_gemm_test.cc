@@ -58,7 +58,7 @@ double MaxDiff(const std::vector<float>& x, const std::vector<float>& y) {
 // bf16 activations (--dtype=bfloat16): both backends round a to bf16 before it meets bf16
 // weights, so the products are the same exact values and only the summation order differs:
 // the f32 tolerance holds on the dot-product (m <= 16), packed and (avx512_bf16) BF16
-// dot-product paths — for m <= 16 the latter where k is a multiple of 32 (96, 2048). f32 weights are not rounded against. The rounded result is far from the
+// dot-product paths. f32 weights are not rounded against. The rounded result is far from the
 // f32 one, so the comparison tells a rounding kernel from one that does not round.
 TEST_P(CpuGemmTest, Bf16ActivationsMatchRef) {
   std::mt19937 rng(15);
