@@ -9,7 +9,7 @@
 // lse = max + log(sum) in f32. Then k selection passes: pass i finds the best (logit, id) among
 // the entries that rank strictly after pass i-1's pick in the order (logit descending, id
 // ascending), so no selected set is kept and ties resolve to the lower id as on the host. Each
-// pass is a thread-local scan plus a (value, id) warp-shuffle and shared-memory reduction.
+// pass is a thread-local scan plus a (value, id) reduction over shared memory.
 // No shared memory beyond the reductions' 32 pairs; no workspace. Cost: (k + 2) reads of the
 // row; k <= 20 (the API's top_logprobs bound) in the engine.
 //
@@ -36,76 +36,6 @@ namespace {
 
 constexpr int kThreads = 256;
 
-// Whether (v, i) ranks before (w, j): larger logit first, then the lower id.
-__device__ inline bool RanksBefore(float v, int i, float w, int j) {
-  return v > w || (v == w && i < j);
-}
-
-// The best (value, id) pair over the block, returned to every thread (as BlockSum).
-__device__ void BlockBest(float& value, int& id) {
-  MLASERVE_SHARED(float, best_value, [32]);
-  MLASERVE_SHARED(int, best_id, [32]);
-  for (int offset = 16; offset > 0; offset /= 2) {
-    const float v = __shfl_xor_sync(0xffffffffu, value, offset);
-    const int i = __shfl_xor_sync(0xffffffffu, id, offset);
-    if (RanksBefore(v, i, value, id)) {
-      value = v;
-      id = i;
-    }
-  }
-  const int warp = static_cast<int>(threadIdx.x) / 32, lane = static_cast<int>(threadIdx.x) % 32;
-  const int num_warps = static_cast<int>(blockDim.x) / 32;
-  if (lane == 0) {
-    best_value[warp] = value;
-    best_id[warp] = id;
-  }
-  __syncthreads();
-  value = lane < num_warps ? best_value[lane] : -INFINITY;
-  id = lane < num_warps ? best_id[lane] : INT32_MAX;
-  for (int offset = 16; offset > 0; offset /= 2) {
-    const float v = __shfl_xor_sync(0xffffffffu, value, offset);
-    const int i = __shfl_xor_sync(0xffffffffu, id, offset);
-    if (RanksBefore(v, i, value, id)) {
-      value = v;
-      id = i;
-    }
-  }
-  __syncthreads();
-}
-
-__global__ void TopLogprobsKernel(const float* logits, int64_t l_s0, int vocab, int k,
-                                  int32_t* top_ids, int64_t i_s0, float* top_logprobs,
-                                  int64_t p_s0) {
-  const int r = blockIdx.x, t = threadIdx.x;
-  const float* row = logits + r * l_s0;
-  float local_max = -INFINITY;
-  for (int v = t; v < vocab; v += kThreads) local_max = fmaxf(local_max, row[v]);
-  const float max = BlockMax(local_max);
-  float local_sum = 0.0f;
-  for (int v = t; v < vocab; v += kThreads) local_sum += __expf(row[v] - max);
-  const float lse = max + logf(BlockSum(local_sum));
-  float prev_value = INFINITY;  // pass i's pick must rank strictly after (prev_value, prev_id)
-  int prev_id = -1;
-  for (int i = 0; i < k; ++i) {
-    float value = -INFINITY;
-    int id = INT32_MAX;
-    for (int v = t; v < vocab; v += kThreads) {
-      const float x = row[v];
-      if (RanksBefore(prev_value, prev_id, x, v) && RanksBefore(x, v, value, id)) {
-        value = x;
-        id = v;
-      }
-    }
-    BlockBest(value, id);
-    if (t == 0) {
-      top_ids[r * i_s0 + i] = id;
-      top_logprobs[r * p_s0 + i] = value - lse;
-    }
-    prev_value = value;
-    prev_id = id;
-  }
-}
-
 // The combination of every thread's v over the block by `combine` (associative and
 // commutative), returned to every thread: a tree over shared memory, kThreads a power of two.
 template <typename T, typename Combine>
@@ -128,8 +58,45 @@ struct Candidate {
   int id;
 };
 
-__device__ inline Candidate Better(Candidate a, Candidate b) {
-  return a.score > b.score || (a.score == b.score && a.id < b.id) ? a : b;
+// Whether a ranks before b: the larger score, then the lower id.
+__device__ inline bool RanksBefore(Candidate a, Candidate b) {
+  return a.score > b.score || (a.score == b.score && a.id < b.id);
+}
+
+__device__ inline Candidate Better(Candidate a, Candidate b) { return RanksBefore(a, b) ? a : b; }
+
+// The row's max and log Σ exp, in f32 (every thread gets both).
+__device__ void RowMaxAndLse(const float* row, int vocab, float& max, float& lse) {
+  float local_max = -INFINITY;
+  for (int v = threadIdx.x; v < vocab; v += kThreads) local_max = fmaxf(local_max, row[v]);
+  max = BlockMax(local_max);
+  float local_sum = 0.0f;
+  for (int v = threadIdx.x; v < vocab; v += kThreads) local_sum += __expf(row[v] - max);
+  lse = max + logf(BlockSum(local_sum));
+}
+
+__global__ void TopLogprobsKernel(const float* logits, int64_t l_s0, int vocab, int k,
+                                  int32_t* top_ids, int64_t i_s0, float* top_logprobs,
+                                  int64_t p_s0) {
+  const int r = blockIdx.x, t = threadIdx.x;
+  const float* row = logits + r * l_s0;
+  float max, lse;
+  RowMaxAndLse(row, vocab, max, lse);
+  // Pass i's pick must rank strictly after pass i-1's (score descending, id ascending).
+  Candidate prev{INFINITY, -1};
+  for (int i = 0; i < k; ++i) {
+    Candidate best{-INFINITY, vocab};
+    for (int v = t; v < vocab; v += kThreads) {
+      const Candidate c{row[v], v};
+      if (RanksBefore(prev, c) && RanksBefore(c, best)) best = c;
+    }
+    best = BlockReduce(best, [](Candidate a, Candidate b) { return Better(a, b); });
+    if (t == 0) {
+      top_ids[r * i_s0 + i] = best.id;
+      top_logprobs[r * p_s0 + i] = static_cast<float>(best.score) - lse;
+    }
+    prev = best;
+  }
 }
 
 // Tokens the cuts keep: key >= min_key, and p >= min_p unless it is the best token.
@@ -180,12 +147,8 @@ __global__ void SampleTokensKernel(const float* logits, int64_t l_s0, int vocab,
   const int r = blockIdx.x, t = threadIdx.x;
   const float* row = logits + r * l_s0;
   const sampling::RowOptions o = options[r];
-  float local_max = -INFINITY;
-  for (int v = t; v < vocab; v += kThreads) local_max = fmaxf(local_max, row[v]);
-  const float max = BlockMax(local_max);
-  float local_sum = 0.0f;
-  for (int v = t; v < vocab; v += kThreads) local_sum += __expf(row[v] - max);
-  const float lse = max + logf(BlockSum(local_sum));
+  float max, lse;
+  RowMaxAndLse(row, vocab, max, lse);
   uint64_t top_key = 0;
   for (int v = t; v < vocab; v += kThreads) {
     const uint64_t key = sampling::RankKey(row[v], v);

@@ -2,11 +2,14 @@
 # Side-by-side CPU benchmark against llama.cpp on the same synthetic DeepSeek-V2 weights
 # (../shared/bench writes them in Hugging Face and GGUF form). Runs mlaserve and llama.cpp
 # alternately, ROUNDS times, with the same prompt length, generation length and threads, and
-# prints prompt and decode tokens/s of both and their ratios. Around the rounds it runs the
-# bench's read-bandwidth probe (membw.c) and prints the weight bytes mlaserve's median decode
-# reads per second as a fraction of the two-thread bound. With STREAMS=N (e.g. 16) it then
+# prints prompt and decode tokens/s of both and their ratios per round. Before every engine run
+# it runs the bench's read-bandwidth probe (membw.c) and prints, for each engine, the weight
+# bytes its decode reads per second as a fraction of the two-thread probe just before it (the
+# median over runs): the shared host's bandwidth moves within minutes, so a run is compared
+# with its own neighbour, not with a probe long before or after. With STREAMS=N (e.g. 16) it then
 # compares batched decode: `mlaserve serve` under N concurrent gRPC streams (mlaserve-bench)
-# against llama.cpp decoding N sequences in one context (peer_llamacpp_parallel.mjs).
+# against llama.cpp decoding N sequences in one context (peer_llamacpp_parallel.mjs), and the
+# aggregate rate as a multiple of llama.cpp's and of mlaserve's own one-stream (f32) decode.
 #
 # usage: tools/bench/compare_llamacpp.sh BENCH_DIR MODEL_DIR [ROUNDS]
 #   BENCH_DIR: the peer benchmark folder (peer_llamacpp.sh); MODEL_DIR: holds config.json,
@@ -37,6 +40,7 @@ trap 'rm -f "$log"' EXIT
 
 for round in $(seq "$rounds"); do
   for dtype in $dtypes; do
+    "$membw_bin" | tee -a "$log"
     out=$("$root/build/bin/mlaserve" generate --model="$model" --backend=cpu --threads="$threads" \
           --dtype="$dtype" --prompt_ids="$ids" --max_tokens="$tg" --ignore_eos --output=json \
           --max_num_batched_tokens="$pp" --kv_cache_tokens=$((pp + tg + 64)) 2>/dev/null | tail -1)
@@ -47,6 +51,7 @@ print(f"mlaserve pp{pp}_tok_s={pp / d['prefill_seconds']:.2f} "
       f"tg{tg}_tok_s={(d['completion_tokens'] - 1) / d['decode_seconds']:.2f} dtype={sys.argv[4]}")
 PY
   done | tee -a "$log"
+  "$membw_bin" | tee -a "$log"
   THREADS=$threads "$bench/peer_llamacpp.sh" "$model/model-bf16.gguf" --pp "$pp" --tg "$tg" \
       --reps 1 --wait-idle 10 --max-tries 3 2>/dev/null | tail -1 | tee -a "$log"
 done
@@ -75,20 +80,38 @@ fi
 
 python3 - "$log" "$model/model_info.json" <<'PY'
 import json, re, statistics, sys
-text = open(sys.argv[1]).read()
-def values(pattern):
-    return [float(x) for x in re.findall(pattern, text)]
-bw = values(r"read_gb_s_2t=([0-9.]+)")
+lines = open(sys.argv[1]).read().splitlines()
 info = json.load(open(sys.argv[2]))
 per_token = info.get("bytes_per_token_bf16", 0)
-for dtype in sorted(set(re.findall(r"dtype=(\S+)", text))):
-    tg = values(r"mlaserve pp\d+_tok_s=[0-9.]+ tg\d+_tok_s=([0-9.]+) dtype=" + re.escape(dtype))
-    if tg and bw and per_token:
-        rate = statistics.median(tg) * per_token / 1e9
-        print(f"bandwidth dtype={dtype} decode_gb_s={rate:.1f} membw_2t_gb_s={statistics.median(bw):.1f}"
-              f" fraction={rate / statistics.median(bw):.2f}")
-ours = values(r"mlaserve_streams streams=\d+ decode_tok_s=([0-9.]+)")
-peer = values(r"llamacpp_parallel sequences=\d+ decode_tok_s=([0-9.]+)")
-if ours and peer:
-    print(f"streams ratio_to_llamacpp={ours[0] / peer[0]:.2f}")
+# Each engine run is paired with the probe run just before it (this shared host's bandwidth
+# moves by 2x within minutes): fraction = weight bytes read per second / that probe.
+probe, runs = None, []  # runs: (engine, dtype, pp tok/s, tg tok/s, probe)
+for line in lines:
+    if m := re.match(r"membw .*read_gb_s_2t=([0-9.]+)", line):
+        probe = float(m.group(1))
+    elif m := re.match(r"mlaserve pp\d+_tok_s=([0-9.]+) tg\d+_tok_s=([0-9.]+) dtype=(\S+)", line):
+        runs.append(("mlaserve", m.group(3), float(m.group(1)), float(m.group(2)), probe))
+    elif m := re.match(r"llamacpp pp\d+_tok_s=([0-9.]+) tg\d+_tok_s=([0-9.]+)", line):
+        runs.append(("llamacpp", "bf16", float(m.group(1)), float(m.group(2)), probe))
+peer = [r for r in runs if r[0] == "llamacpp"]
+for dtype in sorted({r[1] for r in runs if r[0] == "mlaserve"}):
+    ours = [r for r in runs if r[0] == "mlaserve" and r[1] == dtype]
+    for i, (o, p) in enumerate(zip(ours, peer)):
+        print(f"round {i + 1} dtype={dtype} pp_ratio={o[2] / p[2]:.2f} tg_ratio={o[3] / p[3]:.2f}")
+    if per_token:
+        fractions = [r[3] * per_token / 1e9 / r[4] for r in ours if r[4]]
+        print(f"bandwidth dtype={dtype} decode_gb_s={statistics.median(r[3] for r in ours) * per_token / 1e9:.1f}"
+              f" fraction_of_adjacent_probe={statistics.median(fractions):.2f}")
+if per_token and peer:
+    fractions = [r[3] * per_token / 1e9 / r[4] for r in peer if r[4]]
+    print(f"bandwidth llamacpp decode_gb_s={statistics.median(r[3] for r in peer) * per_token / 1e9:.1f}"
+          f" fraction_of_adjacent_probe={statistics.median(fractions):.2f}")
+text = "\n".join(lines)
+ours = [float(x) for x in re.findall(r"mlaserve_streams streams=\d+ decode_tok_s=([0-9.]+)", text)]
+theirs = [float(x) for x in re.findall(r"llamacpp_parallel sequences=\d+ decode_tok_s=([0-9.]+)", text)]
+if ours and theirs:
+    print(f"streams ratio_to_llamacpp={ours[0] / theirs[0]:.2f}")
+    one = [r[3] for r in runs if r[0] == "mlaserve" and r[1] == "float32"]
+    if one:
+        print(f"streams ratio_to_one_stream={ours[0] / statistics.median(one):.2f}")
 PY
