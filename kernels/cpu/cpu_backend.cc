@@ -32,10 +32,14 @@ char* AllocateArena(int num_threads) {
 }  // namespace
 
 CpuBackend::CpuBackend(int num_threads, bool batch_invariant, DType activation_dtype)
+    : CpuBackend(GetCpuKernels(SelectCpuIsa()), num_threads, batch_invariant, activation_dtype) {}
+
+CpuBackend::CpuBackend(const CpuKernels& kernels, int num_threads, bool batch_invariant,
+                       DType activation_dtype)
     : HostBackend(activation_dtype),
       pool_(std::make_unique<CpuThreadPool>(ResolveThreads(num_threads))),
       arena_(AllocateArena(pool_->size())),
-      ctx_(GetCpuKernels(SelectCpuIsa()), *pool_, arena_, batch_invariant, activation_dtype) {
+      ctx_(kernels, *pool_, arena_, batch_invariant, activation_dtype) {
   TuneStreaming(ctx_);
 }
 

@@ -1,6 +1,7 @@
 #include "kernels/cpu/cpu_features.h"
 
 #include <cpuid.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -45,6 +46,18 @@ std::string TrimmedBrand() {
   return first == std::string::npos ? "" : s.substr(first, last - first + 1);
 }
 
+// Linux enables the AMX tile data state (XFEATURE_XTILEDATA, state component 18) for a
+// process only on request; the permission then holds for all its threads.
+bool RequestAmxPermission() {
+  constexpr long kArchGetXcompPerm = 0x1022;
+  constexpr long kArchReqXcompPerm = 0x1023;
+  constexpr int kXtileData = 18;
+  if (syscall(SYS_arch_prctl, kArchReqXcompPerm, kXtileData) != 0) return false;
+  uint64_t permitted = 0;
+  if (syscall(SYS_arch_prctl, kArchGetXcompPerm, &permitted) != 0) return false;
+  return (permitted >> kXtileData) & 1u;
+}
+
 int64_t CacheBytes(int name) {
   const long v = sysconf(name);
   return v > 0 ? v : 0;
@@ -80,6 +93,7 @@ CpuInfo Detect() {
   info.avx512_bf16 = avx512_state && Bit(leaf7_1.eax, 5);
   info.amx_bf16 = amx_state && Bit(leaf7.edx, 22);
   info.amx_tile = amx_state && Bit(leaf7.edx, 24);
+  info.amx_permitted = info.amx_tile && info.amx_bf16 && RequestAmxPermission();
 
   info.l1d_bytes = CacheBytes(_SC_LEVEL1_DCACHE_SIZE);
   info.l2_bytes = CacheBytes(_SC_LEVEL2_CACHE_SIZE);
@@ -98,6 +112,8 @@ std::string_view CpuIsaName(CpuIsa isa) {
       return "avx512";
     case CpuIsa::kAvx512Bf16:
       return "avx512_bf16";
+    case CpuIsa::kAmxBf16:
+      return "amx_bf16";
   }
   return "?";
 }
@@ -110,7 +126,8 @@ const CpuInfo& GetCpuInfo() {
 CpuIsa DetectCpuIsa() {
   const CpuInfo& c = GetCpuInfo();
   if (c.avx512f && c.avx512bw && c.avx512vl && c.avx512dq) {
-    return c.avx512_bf16 ? CpuIsa::kAvx512Bf16 : CpuIsa::kAvx512;
+    if (!c.avx512_bf16) return CpuIsa::kAvx512;
+    return c.amx_permitted ? CpuIsa::kAmxBf16 : CpuIsa::kAvx512Bf16;
   }
   if (c.avx2 && c.fma && c.f16c) return CpuIsa::kAvx2;
   return CpuIsa::kScalar;
@@ -121,7 +138,8 @@ CpuIsa SelectCpuIsa() {
   const char* env = std::getenv("MLASERVE_CPU_ISA");
   if (env == nullptr) return detected;
   const std::string_view want(env);
-  for (CpuIsa isa : {CpuIsa::kScalar, CpuIsa::kAvx2, CpuIsa::kAvx512, CpuIsa::kAvx512Bf16}) {
+  for (CpuIsa isa : {CpuIsa::kScalar, CpuIsa::kAvx2, CpuIsa::kAvx512, CpuIsa::kAvx512Bf16,
+                     CpuIsa::kAmxBf16}) {
     if (want == CpuIsaName(isa)) return std::min(isa, detected);
   }
   return detected;

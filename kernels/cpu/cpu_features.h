@@ -1,5 +1,6 @@
-// What the processor is and which kernel build runs on it. The kernels exist in four builds
-// (AVX-512 with the BF16 dot-product instructions, AVX-512, AVX2+FMA and portable scalar code);
+// What the processor is and which kernel build runs on it. The kernels exist in five builds
+// (AMX tiles for the packed GEMM on top of AVX-512 BF16, AVX-512 with the BF16 dot-product
+// instructions, AVX-512, AVX2+FMA and portable scalar code);
 // the best one the processor supports is chosen at run time, optionally capped by the
 // environment so that tests can exercise every build on one machine. Detection reads cpuid and
 // the OS's enabled register state (xgetbv) directly, so it means the same with gcc and clang.
@@ -13,9 +14,10 @@
 namespace mlaserve {
 
 // Ordered from least to most capable.
-enum class CpuIsa { kScalar, kAvx2, kAvx512, kAvx512Bf16 };
+enum class CpuIsa { kScalar, kAvx2, kAvx512, kAvx512Bf16, kAmxBf16 };
 
-std::string_view CpuIsaName(CpuIsa isa);  // "scalar", "avx2", "avx512" or "avx512_bf16"
+// "scalar", "avx2", "avx512", "avx512_bf16" or "amx_bf16".
+std::string_view CpuIsaName(CpuIsa isa);
 
 // Facts about this processor, read once. A feature counts only when the OS also saves its
 // registers (AVX: XCR0 bits 1-2; AVX-512: bits 5-7; AMX: bits 17-18).
@@ -26,6 +28,9 @@ struct CpuInfo {
   bool avx512f = false, avx512bw = false, avx512vl = false, avx512dq = false;
   bool avx512_bf16 = false;
   bool amx_tile = false, amx_bf16 = false;  // in the processor; Linux also wants a permission
+  // Linux granted this process the AMX tile data state (arch_prctl ARCH_REQ_XCOMP_PERM, asked
+  // once, at detection, when the processor has AMX); without it a tile instruction faults.
+  bool amx_permitted = false;
   int64_t l1d_bytes = 0, l2_bytes = 0;      // per core; 0: unknown
 
   bool is_intel() const { return vendor == "GenuineIntel"; }
@@ -36,11 +41,12 @@ struct CpuInfo {
 const CpuInfo& GetCpuInfo();
 
 // The most capable ISA this processor runs: kAvx512 needs AVX-512 F/BW/VL/DQ, kAvx512Bf16 also
-// AVX512_BF16, kAvx2 needs AVX2, FMA and F16C.
+// AVX512_BF16, kAmxBf16 also AMX-TILE, AMX-BF16 and the permission; kAvx2 needs AVX2, FMA and
+// F16C.
 CpuIsa DetectCpuIsa();
 
 // DetectCpuIsa(), capped by the environment variable MLASERVE_CPU_ISA
-// (avx512_bf16 | avx512 | avx2 | scalar)
+// (amx_bf16 | avx512_bf16 | avx512 | avx2 | scalar)
 // when it is set. A request above what the processor supports yields the detected ISA; an
 // unknown value is ignored. Read on each call (backends call it once, at construction).
 CpuIsa SelectCpuIsa();

@@ -1,6 +1,7 @@
 // The instruction-set-specific primitives of the CPU backend, gathered in one table per ISA
-// build (cpu_kernels_{avx512,avx2,scalar}.cc; the AVX-512 file holds two builds, with and
-// without the BF16 dot-product instructions). The ops in kernels/cpu/*.cc are ISA-neutral:
+// build (cpu_kernels_{amx,avx512,avx2,scalar}.cc; the AVX-512 file holds two builds, with and
+// without the BF16 dot-product instructions, and the AMX build is the BF16 one with its packed
+// GEMM on tiles). The ops in kernels/cpu/*.cc are ISA-neutral:
 // they validate, partition work over threads and call these primitives, so every ISA runs the
 // same algorithm and differs only in vector width and register blocking.
 //
@@ -93,10 +94,16 @@ struct CpuKernels {
 const CpuKernels& GetCpuKernels(CpuIsa isa);
 
 // One table per build, defined in the ISA-specific files.
+const CpuKernels& AmxBf16Kernels();
 const CpuKernels& Avx512Bf16Kernels();
 const CpuKernels& Avx512Kernels();
 const CpuKernels& Avx2Kernels();
 const CpuKernels& ScalarKernels();
+
+// The AMX build's algorithm over a software model of the tile instructions (EmulatedTiles in
+// cpu_amx_tiles.h): it runs wherever the avx512_bf16 build runs, and tests use it to prove the
+// AMX GEMM on processors without AMX. GetCpuKernels never returns it.
+const CpuKernels& AmxEmulatedKernels();
 
 }  // namespace mlaserve
 

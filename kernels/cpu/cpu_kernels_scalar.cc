@@ -63,6 +63,8 @@ const CpuKernels& ScalarKernels() {
 
 const CpuKernels& GetCpuKernels(CpuIsa isa) {
   switch (isa) {
+    case CpuIsa::kAmxBf16:
+      return AmxBf16Kernels();
     case CpuIsa::kAvx512Bf16:
       return Avx512Bf16Kernels();
     case CpuIsa::kAvx512:

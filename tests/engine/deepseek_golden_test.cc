@@ -11,6 +11,8 @@
 #include "engine/model_runner.h"
 #include "gtest/gtest.h"
 #include "kernels/cpu/cpu_backend.h"
+#include "kernels/cpu/cpu_features.h"
+#include "kernels/cpu/cpu_kernels.h"
 #include "kernels/ref/ref_backend.h"
 #include "tests/engine/model_test_util.h"
 #ifdef MLASERVE_TEST_CUDA_SIM
@@ -104,8 +106,9 @@ int32_t CheckDraw(const StepLogits& logits, size_t row, const Golden& golden, si
   return logits.tokens[row];
 }
 
-// The oracle, the production CPU backend (2 threads, so work is really split) and, where the
-// CUDA Toolkit is installed, the CUDA backend with its kernels run by the SIMT simulator.
+// The oracle, the production CPU backend (2 threads, so work is really split), the AMX build
+// over software tiles where AVX512_BF16 runs and, where the CUDA Toolkit is installed, the CUDA
+// backend with its kernels run by the SIMT simulator.
 std::unique_ptr<Backend> MakeBackend(const std::string& name, DType dtype = DType::kF32) {
   if (name == "ref") return MakeRefBackend(dtype);
 #ifdef MLASERVE_TEST_CUDA_SIM
@@ -116,11 +119,17 @@ std::unique_ptr<Backend> MakeBackend(const std::string& name, DType dtype = DTyp
     return backend.ok() ? std::move(*backend) : nullptr;
   }
 #endif
+  if (name == "cpu_amx_emulated") {
+    return std::make_unique<CpuBackend>(AmxEmulatedKernels(), 2,
+                                        /*batch_invariant=*/dtype == DType::kBF16, dtype);
+  }
   return MakeCpuBackend(2, /*batch_invariant=*/dtype == DType::kBF16, dtype);
 }
 
 std::vector<std::string> BackendNames() {
   std::vector<std::string> names = {"ref", "cpu"};
+  // The AMX build's prompt GEMMs over the software tiles, where it can run.
+  if (DetectCpuIsa() >= CpuIsa::kAvx512Bf16) names.push_back("cpu_amx_emulated");
 #ifdef MLASERVE_TEST_CUDA_SIM
   names.push_back("cuda_sim");
 #endif

@@ -1,6 +1,7 @@
 // Fixture shared by the CPU-against-oracle tests: each test runs once per kernel build
-// (avx512, avx2, scalar), forced through MLASERVE_CPU_ISA, and is skipped for a build the
-// processor cannot run. Inputs are made on the ref backend and cloned to the CPU backend.
+// (amx_bf16, avx512_bf16, avx512, avx2, scalar), forced through MLASERVE_CPU_ISA and skipped
+// for a build the processor cannot run, and once on the AMX build over software tiles. Inputs
+// are made on the ref backend and cloned to the CPU backend.
 #ifndef MLASERVE_TESTS_KERNELS_CPU_TEST_UTIL_H_
 #define MLASERVE_TESTS_KERNELS_CPU_TEST_UTIL_H_
 
@@ -13,7 +14,11 @@
 
 namespace mlaserve::test {
 
-// Parameter: the ISA name ("avx512_bf16", "avx512", "avx2" or "scalar").
+// Parameter: the ISA name ("amx_bf16", "avx512_bf16", "avx512", "avx2" or "scalar"), or
+// kAmxEmulated: the AMX build over the software tiles (AmxEmulatedKernels), which runs
+// wherever avx512_bf16 does.
+inline constexpr char kAmxEmulated[] = "amx_emulated";
+
 class CpuVsRefTest : public ::testing::TestWithParam<std::string> {
  protected:
   // Two threads: every op takes its multithreaded path, and odd sizes split unevenly.
@@ -40,7 +45,8 @@ class CpuVsRefTest : public ::testing::TestWithParam<std::string> {
 // Instantiates a CpuVsRefTest-derived suite for every ISA.
 #define MLASERVE_INSTANTIATE_CPU_ISAS(suite)                                              \
   INSTANTIATE_TEST_SUITE_P(Isa, suite,                                                    \
-                           ::testing::Values("avx512_bf16", "avx512", "avx2", "scalar"),  \
+                           ::testing::Values("amx_bf16", "amx_emulated", "avx512_bf16",   \
+                                             "avx512", "avx2", "scalar"),                 \
                            [](const ::testing::TestParamInfo<std::string>& info) {        \
                              return info.param;                                           \
                            })

@@ -1,0 +1,207 @@
+// The AMX packed GEMM (kernels/cpu/cpu_amx_gemm_impl.h) against products summed in double
+// precision here: on the software tile model (AmxEmulatedKernels, wherever the avx512_bf16
+// build runs) and on the tile instructions (AmxBf16Kernels, only where the processor has AMX
+// and Linux grants it). Shapes cover row, pair and column tails of every tile, several depth
+// and row blocks, gathered rows, accumulation and column sub-ranges; the f32-activation test
+// proves the three-part split carries every bit of A.
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdlib>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "kernels/cpu/cpu_features.h"
+#include "kernels/cpu/cpu_kernels.h"
+#include "kernels/dtype.h"
+
+namespace mlaserve {
+namespace {
+
+// Parameter: "emulated" or "hardware".
+class AmxGemmTest : public ::testing::TestWithParam<std::string> {
+ protected:
+  void SetUp() override {
+    if (GetParam() == "emulated") {
+      if (DetectCpuIsa() < CpuIsa::kAvx512Bf16) GTEST_SKIP() << "needs AVX512_BF16";
+      kernels_ = &AmxEmulatedKernels();
+    } else {
+      if (DetectCpuIsa() < CpuIsa::kAmxBf16) GTEST_SKIP() << "this processor has no usable AMX";
+      kernels_ = &AmxBf16Kernels();
+    }
+    scratch_ = static_cast<float*>(std::aligned_alloc(64, kGemmScratchFloats * sizeof(float)));
+  }
+  void TearDown() override { std::free(scratch_); }
+
+  void Gemm(const GemmArgs& g) { kernels_->gemm(g, scratch_); }
+
+  const CpuKernels* kernels_ = nullptr;
+  float* scratch_ = nullptr;
+};
+
+struct Problem {
+  int64_t m, n, k;
+  std::vector<float> a;     // [m, k]
+  std::vector<uint16_t> b;  // [n, k] bf16
+};
+
+Problem MakeProblem(std::mt19937& rng, int64_t m, int64_t n, int64_t k) {
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  Problem p{m, n, k, std::vector<float>(m * k), std::vector<uint16_t>(n * k)};
+  for (float& x : p.a) x = u(rng);
+  for (uint16_t& x : p.b) x = F32ToBf16(u(rng));
+  return p;
+}
+
+// Σ_l a[i, l] · b[j, l] in double, with A rounded to bf16 first when `round_a`, and Σ |a · b|.
+struct Exact {
+  double sum, abs_sum;
+};
+Exact Dot(const Problem& p, int64_t i, int64_t j, bool round_a) {
+  Exact e{0, 0};
+  for (int64_t l = 0; l < p.k; ++l) {
+    const double a = round_a ? RoundToBf16(p.a[i * p.k + l]) : p.a[i * p.k + l];
+    const double t = a * Bf16ToF32(p.b[j * p.k + l]);
+    e.sum += t;
+    e.abs_sum += std::abs(t);
+  }
+  return e;
+}
+
+// f32 summation of k exact products in any order stays within k·2⁻²⁴·Σ|a·b| of the exact sum.
+double Bound(const Exact& e, int64_t k) { return (k + 2) * std::ldexp(e.abs_sum, -24) + 1e-30; }
+
+GemmArgs ArgsFor(const Problem& p, float* c, int64_t ldc) {
+  GemmArgs g;
+  g.a = p.a.data();
+  g.lda = p.k;
+  g.b = p.b.data();
+  g.b_dtype = DType::kBF16;
+  g.ldb = p.k;
+  g.c = c;
+  g.ldc = ldc;
+  g.m = p.m;
+  g.k = p.k;
+  g.n_begin = 0;
+  g.n_end = p.n;
+  return g;
+}
+
+TEST_P(AmxGemmTest, MatchesExactSumsOverTileTails) {
+  std::mt19937 rng(7);
+  for (bool a_bf16 : {false, true}) {
+    for (int64_t m : {17, 32, 33, 47, 300}) {
+      for (int64_t n : {1, 16, 45, 70}) {
+        for (int64_t k : {1, 2, 31, 33, 64, 513, 1100}) {
+          if (m == 300 && k > 600) continue;  // keeps the software tiles fast
+          const Problem p = MakeProblem(rng, m, n, k);
+          // Two spare columns and one spare row that the call must not touch.
+          const int64_t ldc = n + 2;
+          std::vector<float> c((m + 1) * ldc, -7.0f);
+          GemmArgs g = ArgsFor(p, c.data(), ldc);
+          g.a_bf16 = a_bf16;
+          Gemm(g);
+          for (int64_t i = 0; i <= m; ++i) {
+            for (int64_t j = 0; j < ldc; ++j) {
+              const float got = c[i * ldc + j];
+              if (i == m || j >= n) {
+                ASSERT_EQ(got, -7.0f) << "wrote outside C at " << i << "," << j;
+                continue;
+              }
+              const Exact e = Dot(p, i, j, a_bf16);
+              ASSERT_NEAR(got, e.sum, Bound(e, k))
+                  << "a_bf16=" << a_bf16 << " m=" << m << " n=" << n << " k=" << k << " at " << i
+                  << "," << j;
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+// With f32 activations every bit of A must reach the products. Each a = ±(1 ± 2⁻⁹ ± 2⁻¹⁷) has
+// a part in each of hi, mid and lo, B holds ±1 and ±2, and every partial sum of 40 terms is
+// a multiple of 2⁻¹⁷ below 2⁷, exact in f32: the result must equal the exact sum bit for bit
+// in any summation order, and dropping lo (or mid) would miss it by a multiple of 2⁻¹⁷.
+TEST_P(AmxGemmTest, F32ActivationsKeepEveryBit) {
+  std::mt19937 rng(8);
+  std::uniform_int_distribution<int> coin(0, 1);
+  auto sign = [&] { return coin(rng) != 0 ? 1.0f : -1.0f; };
+  Problem p{24, 20, 40, std::vector<float>(24 * 40), std::vector<uint16_t>(20 * 40)};
+  for (float& x : p.a) x = sign() * (1.0f + sign() * 0x1p-9f + sign() * 0x1p-17f);
+  for (uint16_t& x : p.b) x = F32ToBf16(sign() * static_cast<float>(1 + coin(rng)));
+  std::vector<float> c(p.m * p.n);
+  Gemm(ArgsFor(p, c.data(), p.n));
+  for (int64_t i = 0; i < p.m; ++i) {
+    for (int64_t j = 0; j < p.n; ++j) {
+      ASSERT_EQ(c[i * p.n + j], Dot(p, i, j, false).sum) << "at " << i << "," << j;
+    }
+  }
+}
+
+// Gathered rows of A and C, accumulation into C, and a column range that starts mid-panel.
+TEST_P(AmxGemmTest, GatheredRowsAccumulateIntoColumnRange) {
+  std::mt19937 rng(9);
+  const Problem p = MakeProblem(rng, 40, 80, 200);
+  std::vector<int32_t> a_rows(p.m), c_rows(p.m);
+  for (int64_t i = 0; i < p.m; ++i) {
+    a_rows[i] = static_cast<int32_t>((i * 7) % p.m);
+    c_rows[i] = static_cast<int32_t>(p.m - 1 - i);
+  }
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  std::vector<float> c(p.m * p.n);
+  for (float& x : c) x = u(rng);
+  const std::vector<float> before = c;
+  GemmArgs g = ArgsFor(p, c.data(), p.n);
+  g.a_rows = a_rows.data();
+  g.c_rows = c_rows.data();
+  g.accumulate = true;
+  g.n_begin = 5;
+  g.n_end = 71;
+  Gemm(g);
+  for (int64_t i = 0; i < p.m; ++i) {
+    for (int64_t j = 0; j < p.n; ++j) {
+      const float got = c[c_rows[i] * p.n + j];
+      const float was = before[c_rows[i] * p.n + j];
+      if (j < g.n_begin || j >= g.n_end) {
+        ASSERT_EQ(got, was) << "column " << j << " is outside the range";
+        continue;
+      }
+      const Exact e = Dot(p, a_rows[i], j, false);
+      ASSERT_NEAR(got, was + e.sum, Bound(e, p.k) + std::ldexp(std::abs(was), -23))
+          << "row " << i << " column " << j;
+    }
+  }
+}
+
+// GemmPath::kPacked gives a row the same bits whatever rows share the call (batch invariance).
+TEST_P(AmxGemmTest, PackedRowsDoNotDependOnTheirNeighbours) {
+  std::mt19937 rng(10);
+  const Problem p = MakeProblem(rng, 45, 50, 700);
+  std::vector<float> all(p.m * p.n);
+  GemmArgs g = ArgsFor(p, all.data(), p.n);
+  g.path = GemmPath::kPacked;
+  Gemm(g);
+  for (int64_t i : {0, 17, 44}) {
+    std::vector<float> one(p.n);
+    GemmArgs single = g;
+    single.a = p.a.data() + i * p.k;
+    single.c = one.data();
+    single.m = 1;
+    Gemm(single);
+    for (int64_t j = 0; j < p.n; ++j) {
+      ASSERT_EQ(one[j], all[i * p.n + j]) << "row " << i << " column " << j;
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Tiles, AmxGemmTest, ::testing::Values("emulated", "hardware"),
+                         [](const ::testing::TestParamInfo<std::string>& info) {
+                           return info.param;
+                         });
+
+}  // namespace
+}  // namespace mlaserve
