@@ -24,11 +24,12 @@ void LogFailure(const std::string& id, const absl::Status& status) {
 
 GenerateReactor::GenerateReactor(grpc::CallbackServerContext* context,
                                  std::shared_ptr<ServingEngine> engine, RequestObserver* observer,
-                                 GenerateLimits limits,
+                                 WakeQueue* wakes, GenerateLimits limits,
                                  std::function<void(GenerateReactor*)> on_done)
     : context_(context),
       engine_(std::move(engine)),
       observer_(observer),
+      wakes_(wakes),
       limits_(limits),
       on_done_(std::move(on_done)) {}
 
@@ -46,8 +47,8 @@ void GenerateReactor::Start(const v1::GenerateRequest& proto, const absl::Status
     stream_ = *stream;
   }
   // No reaction can run before the handler that calls Start returns, so `this` outlives the
-  // callback until OnDone replaces it.
-  (*stream)->SetReadyCallback([this] { OnStreamReady(); });
+  // callback until OnDone replaces it and forgets its queued wake-up.
+  (*stream)->SetReadyCallback([this] { wakes_->Wake(this); });
 }
 
 absl::StatusOr<std::shared_ptr<RequestStream>> GenerateReactor::Submit(
@@ -74,7 +75,7 @@ absl::StatusOr<std::shared_ptr<RequestStream>> GenerateReactor::Submit(
   return stream;
 }
 
-void GenerateReactor::OnStreamReady() {
+void GenerateReactor::OnWake() {
   absl::MutexLock lock(&mu_);
   PumpLocked();
 }
@@ -222,8 +223,10 @@ void GenerateReactor::OnDone() {
     absl::MutexLock lock(&mu_);
     stream = stream_;
   }
-  // Waits for a running callback and keeps the engine from calling into a deleted reactor.
+  // Waits for a running callback and keeps the engine from calling into a deleted reactor;
+  // then no wake-up is queued or running for it.
   if (stream != nullptr) stream->SetReadyCallback(nullptr);
+  wakes_->Forget(this);
   on_done_(this);
   delete this;
 }

@@ -1,15 +1,17 @@
 // GenerateReactor: one Generate call. It validates and submits the request, then relays the
 // request's RequestStream to the client with at most one write in flight: whatever the engine
 // produces while a write is in flight is taken at once when it completes and sent as one
-// coalesced Chunk. The engine thread only wakes the reactor (RequestStream ready callback) and
-// never waits for a client.
+// coalesced Chunk. The engine thread only queues a wake-up (RequestStream ready callback into
+// the service's WakeQueue) and never waits for a client: taking the output, building the
+// protos and starting the write happen on the WakeQueue's thread, or on a gRPC thread when a
+// write completes.
 //
 // Every way a call can end frees the request's KV blocks: a finished stream has already been
 // released by the engine; a client cancel or an expired gRPC deadline (OnCancel), a failed
 // write and a client that stops reading (CancelIfStalled) abort the request in the engine.
 //
 // Lifetime: created by InferenceService::Generate, deletes itself in OnDone.
-// Thread-safety: reactions (gRPC threads) and the ready callback (engine thread) may run
+// Thread-safety: reactions (gRPC threads) and wake-ups (the WakeQueue's thread) may run
 // concurrently; mu_ serializes them.
 #ifndef MLASERVE_SERVER_GRPC_GENERATE_REACTOR_H_
 #define MLASERVE_SERVER_GRPC_GENERATE_REACTOR_H_
@@ -24,8 +26,9 @@
 #include "absl/time/time.h"
 #include "grpcpp/grpcpp.h"
 #include "mlaserve/v1/inference.grpc.pb.h"
-#include "server/metrics/request_observer.h"
 #include "server/common/serving_engine.h"
+#include "server/grpc/wake_queue.h"
+#include "server/metrics/request_observer.h"
 
 namespace mlaserve {
 
@@ -35,13 +38,14 @@ struct GenerateLimits {
   absl::Duration write_timeout = absl::Seconds(60);  // see CancelIfStalled
 };
 
-class GenerateReactor final : public grpc::ServerWriteReactor<v1::GenerateResponse> {
+class GenerateReactor final : public grpc::ServerWriteReactor<v1::GenerateResponse>,
+                              private WakeTarget {
  public:
   // `engine` is null while the model loads; `admission` non-OK refuses the call with it (the
-  // server is draining). `observer` must outlive the call; `on_done(this)` runs in OnDone,
-  // just before the reactor is deleted.
+  // server is draining). `observer` and `wakes` must outlive the call; `on_done(this)` runs in
+  // OnDone, just before the reactor is deleted.
   GenerateReactor(grpc::CallbackServerContext* context, std::shared_ptr<ServingEngine> engine,
-                  RequestObserver* observer, GenerateLimits limits,
+                  RequestObserver* observer, WakeQueue* wakes, GenerateLimits limits,
                   std::function<void(GenerateReactor*)> on_done);
 
   // Validates `request`, submits it and starts streaming, or ends the call with the error.
@@ -62,8 +66,8 @@ class GenerateReactor final : public grpc::ServerWriteReactor<v1::GenerateRespon
   // Validates and submits the request.
   absl::StatusOr<std::shared_ptr<RequestStream>> Submit(const v1::GenerateRequest& proto,
                                                         const absl::Status& admission);
-  // Wakes the reactor when the stream has output (engine thread, or Start's thread).
-  void OnStreamReady();
+  // The stream has output (queued by its ready callback; runs on the WakeQueue's thread).
+  void OnWake() override;
   // Starts the next write or the Finish, if nothing is in flight.
   void PumpLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Takes the stream's pending output: returns the message to write next, if any, and records
@@ -78,6 +82,7 @@ class GenerateReactor final : public grpc::ServerWriteReactor<v1::GenerateRespon
   grpc::CallbackServerContext* const context_;
   const std::shared_ptr<ServingEngine> engine_;
   RequestObserver* const observer_;
+  WakeQueue* const wakes_;
   const GenerateLimits limits_;
   const std::function<void(GenerateReactor*)> on_done_;
 

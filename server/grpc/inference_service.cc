@@ -89,7 +89,7 @@ grpc::ServerWriteReactor<v1::GenerateResponse>* InferenceService::Generate(
   }
   const GenerateLimits limits{.max_prompt_bytes = options_.max_prompt_bytes,
                               .write_timeout = options_.stream_write_timeout};
-  auto* reactor = new GenerateReactor(context, std::move(engine), observer_, limits,
+  auto* reactor = new GenerateReactor(context, std::move(engine), observer_, &wakes_, limits,
                                       [this](GenerateReactor* done) {
                                         absl::MutexLock lock(&mu_);
                                         calls_.erase(done);

@@ -21,9 +21,10 @@
 #include "grpcpp/grpcpp.h"
 #include "mlaserve/v1/inference.grpc.pb.h"
 #include "server/grpc/auth.h"
-#include "server/grpc/generate_reactor.h"
-#include "server/metrics/request_observer.h"
 #include "server/common/serving_engine.h"
+#include "server/grpc/generate_reactor.h"
+#include "server/grpc/wake_queue.h"
+#include "server/metrics/request_observer.h"
 
 namespace mlaserve {
 
@@ -79,6 +80,8 @@ class InferenceService final : public v1::Inference::CallbackService {
   RequestObserver* const observer_;
   const absl::Time started_;
   RequestObserver default_observer_;
+  // Where the Generate calls' stream wake-ups run, off the engine thread.
+  WakeQueue wakes_;
 
   mutable absl::Mutex mu_;
   std::shared_ptr<ServingEngine> engine_ ABSL_GUARDED_BY(mu_);
