@@ -11,6 +11,7 @@
 #include "gtest/gtest.h"
 #include "kernels/backend.h"
 #include "kernels/cpu/cpu_backend.h"
+#include "tests/kernels/parity/parity.h"
 
 namespace mlaserve::test {
 
@@ -33,6 +34,8 @@ class CpuVsRefTest : public ::testing::TestWithParam<std::string> {
   // Both backends with bf16 activations (--dtype=bfloat16).
   Backend& ref_bf16() { return *ref_bf16_; }
   Backend& cpu_bf16() { return *cpu_bf16_; }
+  // The backends the shared parity bodies (tests/kernels/parity) compare.
+  ParityBackends parity() { return {ref(), ref_bf16(), cpu(), cpu_bf16()}; }
 
  private:
   std::unique_ptr<Backend> ref_;

@@ -13,6 +13,7 @@
 #include "kernels/mla_split_plan.h"
 #include "tests/kernels/cuda/cuda_test_util.h"
 #include "tests/kernels/kernel_test_util.h"
+#include "tests/kernels/parity/parity.h"
 
 namespace mlaserve::test {
 namespace {
@@ -36,12 +37,12 @@ std::string Describe(const SplitCase& c, DType dt) {
 TEST_F(CudaMlaSplitTest, SplitDecodeMatchesRef) {
   std::mt19937 rng(91);
   const std::vector<SplitCase> cases = {
-      {16, 512, 64, 64, 8, {1000}, 0},               // one sequence, 8 items
-      {16, 512, 64, 64, 1, {1000, 3}, 0},            // one item each
+      {16, 512, 64, 64, 8, {1000}, 0},                // one sequence, 8 items
+      {16, 512, 64, 64, 1, {1000, 3}, 0},             // one item each
       {3, 24, 8, 16, 300, {1000, 1, 63, 64, 65}, 0},  // as many items as blocks
-      {4, 24, 8, 5, 6, {7, 13, 200}, 2},             // odd block size, padding rows
-      {128, 64, 16, 64, 3, {129, 2}, 1},             // many heads
-      {2, 32, 8, 16, 17, {1, 1, 1}, 5},              // nothing to split
+      {4, 24, 8, 5, 6, {7, 13, 200}, 2},              // odd block size, padding rows
+      {128, 64, 16, 64, 3, {129, 2}, 1},              // many heads
+      {2, 32, 8, 16, 17, {1, 1, 1}, 5},               // nothing to split
   };
   for (DType dt : {DType::kBF16, DType::kF32}) {
     for (const SplitCase& c : cases) {
@@ -49,30 +50,17 @@ TEST_F(CudaMlaSplitTest, SplitDecodeMatchesRef) {
       std::vector<int32_t> lens = c.lens;
       const int64_t live = static_cast<int64_t>(lens.size());
       lens.insert(lens.end(), c.padding_rows, 1);
-      const int64_t seqs = static_cast<int64_t>(lens.size()), dim = c.rank + c.rope;
-      int64_t max_blocks = 0;
-      for (int32_t len : lens) {
-        max_blocks = std::max<int64_t>(max_blocks, (len + c.block_size - 1) / c.block_size);
-      }
+      const int64_t seqs = static_cast<int64_t>(lens.size());
+      const int64_t max_blocks = MaxBlocksPerSeq(lens, c.block_size);
       // Live sequences own shuffled blocks 1.. of the cache; padding rows read block 0 only.
       const int64_t blocks = 1 + live * max_blocks;
       std::vector<int32_t> perm = RandomPermutation(rng, static_cast<int32_t>(blocks - 1));
       std::vector<int32_t> table(static_cast<size_t>(seqs * max_blocks), 0);
       for (int64_t i = 0; i < live * max_blocks; ++i) table[i] = perm[i] + 1;
-      TestTensor tables = IntTensor(ref(), {seqs, max_blocks}, table);
-      TestTensor lens_t = IntTensor(ref(), {seqs}, lens);
-      TestTensor cache = RandomTensor(ref(), rng, dt, {blocks, c.block_size, dim});
-      TestTensor q_latent = RandomTensor(ref(), rng, DType::kF32, {seqs, c.heads, c.rank});
-      TestTensor q_pe = RandomTensor(ref(), rng, DType::kF32, {seqs, c.heads, c.rope});
-      TestTensor out_ref(ref(), DType::kF32, {seqs, c.heads, c.rank});
-      const float scale = 0.125f;
-      ref().MlaDecode({.q_latent = q_latent.view(),
-                       .q_pe = q_pe.view(),
-                       .kv_cache = cache.view(),
-                       .block_tables = tables.view(),
-                       .seq_lens = lens_t.view(),
-                       .softmax_scale = scale,
-                       .out = out_ref.view()});
+      const MlaDecodeInputs in = MakeMlaDecodeInputs(ref(), rng, dt, c.heads, c.rank, c.rope,
+                                                     c.block_size, lens, table, blocks);
+      TestTensor out_ref = in.NewOutput(ref());
+      ref().MlaDecode(in.Params(out_ref));
 
       const int64_t capacity = MlaSplitCapacity(seqs, c.workers);
       std::vector<int32_t> offsets(static_cast<size_t>(seqs + 1));
@@ -92,21 +80,14 @@ TEST_F(CudaMlaSplitTest, SplitDecodeMatchesRef) {
       TestTensor items_c = IntTensor(cuda(), {capacity, 3}, flat);
       TestTensor split_out(cuda(), DType::kF32, {capacity, c.heads, c.rank});
       TestTensor split_lse(cuda(), DType::kF32, {capacity, c.heads});
-      TestTensor out_cuda(cuda(), DType::kF32, {seqs, c.heads, c.rank});
-      TestTensor tables_c = tables.CloneTo(cuda()), lens_c = lens_t.CloneTo(cuda());
-      TestTensor cache_c = cache.CloneTo(cuda()), q_latent_c = q_latent.CloneTo(cuda());
-      TestTensor q_pe_c = q_pe.CloneTo(cuda());
-      cuda().MlaDecode({.q_latent = q_latent_c.view(),
-                        .q_pe = q_pe_c.view(),
-                        .kv_cache = cache_c.view(),
-                        .block_tables = tables_c.view(),
-                        .seq_lens = lens_c.view(),
-                        .softmax_scale = scale,
-                        .out = out_cuda.view(),
-                        .split_offsets = offsets_c.view(),
-                        .split_items = items_c.view(),
-                        .split_out = split_out.view(),
-                        .split_lse = split_lse.view()});
+      const MlaDecodeInputs in_cuda = in.CloneTo(cuda());
+      TestTensor out_cuda = in_cuda.NewOutput(cuda());
+      MlaDecodeParams p = in_cuda.Params(out_cuda);
+      p.split_offsets = offsets_c.view();
+      p.split_items = items_c.view();
+      p.split_out = split_out.view();
+      p.split_lse = split_lse.view();
+      cuda().MlaDecode(p);
       ExpectClose(out_cuda.Read(), out_ref.Read(), 2e-5, 1e-4, "out", out_ref.shape());
     }
   }

@@ -12,6 +12,7 @@
 #include "gtest/gtest.h"
 #include "kernels/backend.h"
 #include "kernels/cuda/cuda_backend_factory.h"
+#include "tests/kernels/parity/parity.h"
 
 namespace mlaserve::test {
 
@@ -31,6 +32,8 @@ class CudaVsRefTest : public ::testing::Test {
   // Both backends with bf16 activations (--dtype=bfloat16).
   Backend& ref_bf16() { return *ref_bf16_; }
   Backend& cuda_bf16() { return *cuda_bf16_; }
+  // The backends the shared parity bodies (tests/kernels/parity) compare.
+  ParityBackends parity() { return {ref(), ref_bf16(), cuda(), cuda_bf16()}; }
 
  private:
   std::unique_ptr<Backend> ref_;
