@@ -92,8 +92,12 @@ struct GemvImpl {
 
   // Depth per pass under GemmPath::kFixedDot, whatever M: each output element is then the
   // same sum (lane-wise over passes of this depth, reduced, passes added in order) for any
-  // row count. It is the depth M = kMaxM takes anyway.
-  static constexpr int64_t kFixedDepth = 512;
+  // row count. 4096 covers a 2048-wide hidden state (V2-Lite's projections and experts) in one
+  // pass: a batch-1 row (16 KiB) stays in L1 and each weight row streams through once, where
+  // 512 cut it into four strided passes; at RunFixed's 8 rows A (128 KiB) is read from L2,
+  // which the FMAs, not the loads, bound at that many rows. Measured on lite-slice-4 (AMD
+  // EPYC, docs/performance.md): batch-1 decode 42-43 -> 39-40 ms, batches 8 and 16 no slower.
+  static constexpr int64_t kFixedDepth = 4096;
 
   template <class TB, int M, bool kFixed>
   static void Gemv(const GemmArgs& g, float* scratch) {

@@ -96,7 +96,8 @@ TEST_P(CpuGemmTest, BatchInvariantRowsDoNotDependOnTheRowCount) {
   std::mt19937 rng(13);
   constexpr int64_t kRows = 40;
   for (DType w : {DType::kBF16, DType::kF32}) {
-    for (auto [n, k] : {std::pair<int64_t, int64_t>{130, 257}, {64, 1100}}) {
+    // k = 4500: more than one pass of the fixed depth (4096), with a partial vector at the end.
+    for (auto [n, k] : {std::pair<int64_t, int64_t>{130, 257}, {64, 1100}, {24, 4500}}) {
       TestTensor a = RandomTensor(ref(), rng, DType::kF32, {kRows, k});
       TestTensor b = RandomTensor(ref(), rng, w, {n, k});
       TestTensor out_ref(ref(), DType::kF32, {kRows, n});

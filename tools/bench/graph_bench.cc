@@ -17,7 +17,7 @@
 //   nothing (same model, same graphs): the step is then nothing but its overhead.
 //
 //   mlaserve-graph-bench --model=/tmp/bench/lite-slice-4 [--batches=1,8,64] [--context=512]
-//       [--rounds=5] [--steps=10] [--threads=0]
+//       [--rounds=5] [--steps=10] [--threads=0] [--deterministic]
 
 #include <algorithm>
 #include <chrono>
@@ -42,6 +42,8 @@ ABSL_FLAG(int, context, 512, "cached tokens per sequence");
 ABSL_FLAG(int, rounds, 5, "alternating rounds");
 ABSL_FLAG(int, steps, 10, "timed steps per runner, batch size and round");
 ABSL_FLAG(int, threads, 0, "CPU backend threads (0 = every core)");
+ABSL_FLAG(bool, deterministic, false,
+          "batch-invariant kernels, as the daemon's --deterministic (its default) runs them");
 
 namespace mlaserve {
 namespace {
@@ -143,7 +145,7 @@ int Run() {
   const int64_t blocks_per_seq = (context + 1 + kBlockSize - 1) / kBlockSize;
 
   setenv("MLASERVE_PROFILE", "1", 1);
-  CpuBackend backend(absl::GetFlag(FLAGS_threads));
+  CpuBackend backend(absl::GetFlag(FLAGS_threads), absl::GetFlag(FLAGS_deterministic));
   ModelOptions options;
   options.max_num_seqs = max_batch;
   options.max_num_tokens = std::max<int64_t>(max_batch, 256);
