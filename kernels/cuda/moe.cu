@@ -8,12 +8,16 @@
 //   stays sorted; padding gets the sentinel. At 1 token and 256 experts this is one launch, a
 //   few hundred integer operations and no global atomics or second pass: well under the ~23 µs
 //   of the published multi-kernel path, which pays several launches and a grid-wide scan.
-// - Experts: one block per aligned row computes the row's gate and up projections and SiLU·mul,
-//   a second launch its down projection; a combine launch gives each token the weighted sum of
-//   its top_k rows (found by scanning the aligned order), in k order, with no float atomics.
-//   Every token's output row is written (zeros without pairs). The number of aligned rows is
-//   read on the device (num_tokens_post_pad), so the launches replay from a graph.
-// Correctness first: the GEMMs are plain dot products, not tiled tensor-core GEMMs.
+// - Experts: a grouped GEMM of the project's own (ExpertGemmKernel): one CTA per (aligned block,
+//   64-column tile), shared-memory tiles of 16 of the block's rows (gathered from x by token
+//   for the gate/up projection) and of 64 of its expert's weight rows, so every weight element
+//   a CTA loads serves 16 rows and one expert's weights are spread over n / 64 CTAs; SiLU·mul is a
+//   row-wise launch between the two projections; a combine launch gives each token the
+//   weighted sum of its top_k rows (found by scanning the aligned order), in k order, with no
+//   float atomics. Padding rows are neither computed nor written, and no workspace is
+//   zero-filled; every token's output row is written (zeros without pairs). The number of
+//   aligned rows is read on the device (num_tokens_post_pad), so the launches replay from a
+//   graph. CUDA cores only: no tensor-core (mma) path.
 #include <cmath>
 #include <cstdint>
 
@@ -30,6 +34,9 @@ namespace {
 constexpr int kMaxExperts = 256;
 constexpr int kMaxTopK = 16;
 constexpr int kThreads = 128;
+constexpr int kTile = 16;   // rows of an expert GEMM tile, and its threads per dimension
+constexpr int kTileN = 64;  // its columns (four per thread)
+constexpr int kTileK = 64;  // its depth per shared-memory refill
 
 struct RouteArgs {
   int num_experts, top_k, n_group, topk_group;
@@ -158,45 +165,83 @@ __device__ float Input(float v, bool round) {
   return round ? __bfloat162float(__float2bfloat16(v)) : v;
 }
 
-__global__ void GateUpKernel(ExpertRows rows, const float* x, int64_t x_s0, const void* w13,
-                             bool w13_bf16, int64_t hidden, int64_t inter, bool round_x,
-                             float* gate_up, int64_t gu_s0, float* act, int64_t act_s0) {
-  const int64_t r = blockIdx.x;
-  if (r >= rows.post_pad[0]) return;
-  const int32_t pair = rows.sorted[r * rows.sorted_s0];
-  if (pair == rows.num_pairs) return;  // padding
-  const int64_t t = pair / rows.top_k;
-  const int64_t e = rows.block_expert[(r / rows.block) * rows.be_s0];
-  const float* xr = x + t * x_s0;
-  for (int64_t i = threadIdx.x; i < 2 * inter; i += blockDim.x) {
-    const int64_t w = (e * 2 * inter + i) * hidden;
-    float dot = 0.0f;
-    for (int64_t c = 0; c < hidden; ++c)
-      dot += LoadAsF32(w13, w13_bf16, w + c) * Input(xr[c], round_x);
-    gate_up[r * gu_s0 + i] = dot;
-  }
-  __syncthreads();
-  for (int64_t i = threadIdx.x; i < inter; i += blockDim.x) {
-    const float g = gate_up[r * gu_s0 + i];
-    act[r * act_s0 + i] = g / (1.0f + __expf(-g)) * gate_up[r * gu_s0 + inter + i];
+// One expert GEMM over the aligned rows: out[r, n] = sum_k in(r)[k] * w[e(r)][n][k] for every
+// aligned row r that is not padding, where e(r) is its block's expert. in(r) is row
+// token(sorted[r]) of `in` when gather_tokens (the gate/up projection reads x), else row r (the
+// down projection reads the activations). Grid: (aligned blocks, ceil(n / kTileN)); block:
+// kTile x kTile threads, thread (x, y) owning out[r0 + y, n0 + x + kTile j] (j < 4) for each
+// kTile-row slice r0 of its aligned block. Shared memory: a kTile x (kTileK + 1) f32 tile of
+// the rows and a kTileN x (kTileK + 1) tile of the weights (20.8 KB; the pad column keeps the
+// column reads conflict-free), refilled per kTileK-wide k step between two barriers. Each
+// weight element a CTA loads serves kTile rows, and one expert's weights are spread over
+// ceil(n / kTileN) CTAs, so a single decode token still spreads over the device. Sums run in
+// increasing k with fmaf whatever the row count (batch invariant).
+struct ExpertGemm {
+  const float* in;
+  int64_t in_s0;
+  bool gather_tokens;
+  const void* w;  // [experts, n, k]
+  bool w_bf16;
+  bool round_in;  // bf16 activations: round each input element to bf16
+  int64_t n, k;
+  float* out;
+  int64_t out_s0;
+};
+
+__global__ void ExpertGemmKernel(ExpertRows rows, ExpertGemm g) {
+  MLASERVE_SHARED(float, a_tile, [kTile][kTileK + 1]);
+  MLASERVE_SHARED(float, b_tile, [kTileN][kTileK + 1]);
+  const int tx = static_cast<int>(threadIdx.x), ty = static_cast<int>(threadIdx.y);
+  const int64_t first = static_cast<int64_t>(blockIdx.x) * rows.block;
+  if (first >= rows.post_pad[0]) return;  // the whole CTA: past the aligned rows
+  const int64_t e = rows.block_expert[blockIdx.x * rows.be_s0];
+  const int64_t col0 = static_cast<int64_t>(blockIdx.y) * kTileN;
+  constexpr int kCols = kTileN / kTile;  // output columns per thread: col0 + x + kTile j
+  for (int64_t r0 = first; r0 < first + rows.block; r0 += kTile) {
+    // Thread (x, y) loads and owns row r0 + y; it loads columns x + kTile q of the tiles.
+    const int64_t r = r0 + ty;
+    const int32_t pair = r < first + rows.block ? rows.sorted[r * rows.sorted_s0]
+                                                : static_cast<int32_t>(rows.num_pairs);
+    const bool live = pair != rows.num_pairs;
+    const float* in_row =
+        g.in + (live ? (g.gather_tokens ? pair / rows.top_k : r) : int64_t{0}) * g.in_s0;
+    float acc[kCols] = {};
+    for (int64_t k0 = 0; k0 < g.k; k0 += kTileK) {
+      for (int q = tx; q < kTileK; q += kTile) {
+        const int64_t l = k0 + q;
+        a_tile[ty][q] = live && l < g.k ? Input(in_row[l], g.round_in) : 0.0f;
+        for (int j = ty; j < kTileN; j += kTile) {
+          const bool in = col0 + j < g.n && l < g.k;
+          b_tile[j][q] = in ? LoadAsF32(g.w, g.w_bf16, (e * g.n + col0 + j) * g.k + l) : 0.0f;
+        }
+      }
+      __syncthreads();
+      // Padding rows (most of a decode token's block) skip the products: their warps idle.
+      if (live) {
+        for (int kk = 0; kk < kTileK; ++kk) {
+          const float a = a_tile[ty][kk];
+          for (int j = 0; j < kCols; ++j) acc[j] = fmaf(a, b_tile[tx + kTile * j][kk], acc[j]);
+        }
+      }
+      __syncthreads();
+    }
+    if (!live) continue;
+    for (int j = 0; j < kCols; ++j) {
+      const int64_t col = col0 + tx + kTile * j;
+      if (col < g.n) g.out[r * g.out_s0 + col] = acc[j];
+    }
   }
 }
 
-__global__ void DownKernel(ExpertRows rows, const float* act, int64_t act_s0, const void* w2,
-                           bool w2_bf16, int64_t hidden, int64_t inter, bool round_act, float* down,
-                           int64_t down_s0) {
+// act[r, i] = silu(gate_up[r, i]) * gate_up[r, inter + i] for every aligned row r that is not
+// padding. Grid: aligned rows; block: kThreads threads striding over i.
+__global__ void SiluMulRowsKernel(ExpertRows rows, const float* gate_up, int64_t gu_s0,
+                                  int64_t inter, float* act, int64_t act_s0) {
   const int64_t r = blockIdx.x;
-  if (r >= rows.post_pad[0]) return;
-  const int32_t pair = rows.sorted[r * rows.sorted_s0];
-  if (pair == rows.num_pairs) return;
-  const int64_t e = rows.block_expert[(r / rows.block) * rows.be_s0];
-  const float* ar = act + r * act_s0;
-  for (int64_t c = threadIdx.x; c < hidden; c += blockDim.x) {
-    const int64_t w = (e * hidden + c) * inter;
-    float dot = 0.0f;
-    for (int64_t i = 0; i < inter; ++i)
-      dot += LoadAsF32(w2, w2_bf16, w + i) * Input(ar[i], round_act);
-    down[r * down_s0 + c] = dot;
+  if (r >= rows.post_pad[0] || rows.sorted[r * rows.sorted_s0] == rows.num_pairs) return;
+  for (int64_t i = threadIdx.x; i < inter; i += blockDim.x) {
+    const float g = gate_up[r * gu_s0 + i];
+    act[r * act_s0 + i] = g / (1.0f + __expf(-g)) * gate_up[r * gu_s0 + inter + i];
   }
 }
 
@@ -312,17 +357,37 @@ cudaError_t LaunchMoeExperts(const MoeExpertsParams& p, DType activation_dtype, 
                         p.block_size,
                         num_tokens * top_k,
                         top_k};
-  const bool w13_bf16 = p.w13.dtype() == DType::kBF16, w2_bf16 = p.w2.dtype() == DType::kBF16;
-  cudaError_t e = Launch(GateUpKernel, dim3(static_cast<unsigned>(len)), dim3(kThreads), 0, stream,
-                         rows, p.x.ptr<const float>(), p.x.stride(0), p.w13.data(), w13_bf16,
-                         hidden, inter, RoundsGemmInput(activation_dtype, p.w13.dtype()),
-                         p.workspace_gate_up.ptr<float>(), p.workspace_gate_up.stride(0),
-                         p.workspace_act.ptr<float>(), p.workspace_act.stride(0));
+  const unsigned aligned_blocks = static_cast<unsigned>((len + p.block_size - 1) / p.block_size);
+  auto tiles = [](int64_t n) { return static_cast<unsigned>((n + kTileN - 1) / kTileN); };
+  const ExpertGemm gate_up{p.x.ptr<const float>(),
+                           p.x.stride(0),
+                           /*gather_tokens=*/true,
+                           p.w13.data(),
+                           p.w13.dtype() == DType::kBF16,
+                           RoundsGemmInput(activation_dtype, p.w13.dtype()),
+                           2 * inter,
+                           hidden,
+                           p.workspace_gate_up.ptr<float>(),
+                           p.workspace_gate_up.stride(0)};
+  cudaError_t e = Launch(ExpertGemmKernel, dim3(aligned_blocks, tiles(2 * inter)),
+                         dim3(kTile, kTile), 0, stream, rows, gate_up);
   if (e != cudaSuccess) return e;
-  e = Launch(DownKernel, dim3(static_cast<unsigned>(len)), dim3(kThreads), 0, stream, rows,
-             p.workspace_act.ptr<const float>(), p.workspace_act.stride(0), p.w2.data(), w2_bf16,
-             hidden, inter, RoundsGemmInput(activation_dtype, p.w2.dtype()),
-             p.workspace_down.ptr<float>(), p.workspace_down.stride(0));
+  e = Launch(SiluMulRowsKernel, dim3(static_cast<unsigned>(len)), dim3(kThreads), 0, stream, rows,
+             p.workspace_gate_up.ptr<const float>(), p.workspace_gate_up.stride(0), inter,
+             p.workspace_act.ptr<float>(), p.workspace_act.stride(0));
+  if (e != cudaSuccess) return e;
+  const ExpertGemm down{p.workspace_act.ptr<const float>(),
+                        p.workspace_act.stride(0),
+                        /*gather_tokens=*/false,
+                        p.w2.data(),
+                        p.w2.dtype() == DType::kBF16,
+                        RoundsGemmInput(activation_dtype, p.w2.dtype()),
+                        hidden,
+                        inter,
+                        p.workspace_down.ptr<float>(),
+                        p.workspace_down.stride(0)};
+  e = Launch(ExpertGemmKernel, dim3(aligned_blocks, tiles(hidden)), dim3(kTile, kTile), 0, stream,
+             rows, down);
   if (e != cudaSuccess) return e;
   return Launch(CombineKernel, dim3(static_cast<unsigned>(num_tokens)), dim3(kThreads), 0, stream,
                 rows, p.topk_weights.ptr<const float>(), p.topk_weights.stride(0),
