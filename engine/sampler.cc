@@ -13,11 +13,10 @@ namespace {
 
 // vLLM's semantics: frequency and presence penalties count output tokens only; the
 // repetition penalty divides positive (multiplies negative) logits of any token seen in the
-// prompt or the output.
+// prompt or the output. Only for options with a penalty (!SamplesFromLogitsAlone).
 void ApplyPenalties(const SamplingOptions& o, absl::Span<const int32_t> prompt,
                     absl::Span<const int32_t> output, SamplerScratch& s) {
   const bool repetition = o.repetition_penalty != 1.0f;
-  if (!repetition && o.presence_penalty == 0.0f && o.frequency_penalty == 0.0f) return;
   std::vector<int32_t>& counts = s.counts;  // > 0: times in output; -1: prompt only
   counts.assign(s.values.size(), 0);
   for (int32_t t : output) ++counts[t];
@@ -46,14 +45,19 @@ int32_t Argmax(absl::Span<const float> v) {
 TokenChoice SampleToken(absl::Span<const float> logits, const SamplingOptions& options,
                         absl::Span<const int32_t> prompt, absl::Span<const int32_t> output,
                         uint64_t seed, int top_logprobs, SamplerScratch& scratch) {
-  scratch.values.assign(logits.begin(), logits.end());
-  ApplyPenalties(options, prompt, output, scratch);
+  // The draw reads the logits in place unless penalties rewrite them.
+  absl::Span<const float> values = logits;
+  if (!SamplesFromLogitsAlone(options)) {
+    scratch.values.assign(logits.begin(), logits.end());
+    ApplyPenalties(options, prompt, output, scratch);
+    values = scratch.values;
+  }
   TokenChoice choice;
   if (options.temperature == 0.0f) {
-    choice.token = Argmax(scratch.values);
+    choice.token = Argmax(values);
   } else {
-    choice.token = sampling::DrawToken(scratch.values, RowOptionsFor(options, seed, output.size()),
-                                       scratch.indices);
+    choice.token =
+        sampling::DrawToken(values, RowOptionsFor(options, seed, output.size()), scratch.indices);
   }
   const double lse = sampling::LogSumExp(logits);
   choice.logprob = static_cast<float>(logits[choice.token] - lse);

@@ -18,7 +18,8 @@ namespace mlaserve::sampling {
 int32_t DrawToken(absl::Span<const float> values, const RowOptions& options,
                   std::vector<int32_t>& scratch);
 
-// log Σ exp(values), in double (REQUIRES: values non-empty).
+// log Σ exp(values): each term exp(v - max) in f32, the sum and the result in double
+// (REQUIRES: values non-empty).
 double LogSumExp(absl::Span<const float> values);
 
 }  // namespace mlaserve::sampling
