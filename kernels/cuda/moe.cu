@@ -3,11 +3,13 @@
 //
 // - Router: one thread per token runs the oracle's selection serially (scores in double, as the
 //   oracle computes them, rounded once to f32), so ids match it exactly, ties included.
-// - Align: one launch of one block (kAlignThreads threads): thread 0 counts pairs per expert,
-//   scans the padded counts and scatters pair ids in ascending pair order, so each expert's run
-//   stays sorted; padding gets the sentinel. At 1 token and 256 experts this is one launch, a
-//   few hundred integer operations and no global atomics or second pass: well under the ~23 µs
-//   of the published multi-kernel path, which pays several launches and a grid-wide scan.
+// - Align: one launch of one block. Under kParallelAlignPairs pairs (decode steps), thread 0
+//   counts pairs per expert, scans the padded counts and scatters pair ids in ascending pair
+//   order, so each expert's run stays sorted; padding gets the sentinel. At 1 token and 256
+//   experts this is one launch, a few hundred integer operations and no global atomics or
+//   second pass: well under the ~23 µs of the published multi-kernel path, which pays several
+//   launches and a grid-wide scan. From kParallelAlignPairs (prompts), 32 warps share the work
+//   (MoeAlignParallelKernel) and produce the same bits.
 // - Experts: a grouped GEMM of the project's own (ExpertGemmKernel): one CTA per (aligned block,
 //   64-column tile), shared-memory tiles of 16 of the block's rows (gathered from x by token
 //   for the gate/up projection) and of 64 of its expert's weight rows, so every weight element
@@ -147,6 +149,105 @@ __global__ void MoeAlignKernel(const int32_t* topk_ids, int64_t ids_s0, int top_
   }
   for (int e = 0; e <= num_experts; ++e) offsets_out[e * off_s0] = offsets[e];
   post_pad[0] = offsets[num_experts];
+}
+
+// The same result for many pairs, in parallel within one block of kAlignWarps warps. Warp w owns
+// the contiguous pair range [w * per, (w + 1) * per). Pass 1: each warp counts its range per
+// expert into base[w][e] (shared atomics). Pass 2: one thread per expert adds up its padded
+// count, warp 0 scans them into offsets (shuffles), and one thread per expert turns the counts
+// into each warp's first slot in the expert's run (warps in order) and fills the padding and
+// block ids. Pass 3: each warp walks its range 32 pairs at a time in pair order; a
+// lane's slot is its warp's cursor for its expert plus the number of lower lanes with the same
+// expert (found by shuffles), and the expert's last lane advances the cursor. Pair order within
+// each expert is kept, so the result is bit-identical to MoeAlignKernel's. Shared memory:
+// kAlignWarps x kMaxExperts cursors and the offsets (33 KB); no global workspace, no atomics
+// on global memory.
+constexpr int kAlignWarps = 32;
+static_assert(kMaxExperts % 32 == 0, "warp 0 scans kMaxExperts / 32 experts a lane");
+// Pairs from which the parallel kernel is used; below, one thread's serial pass is shorter than
+// the parallel kernel's three barriers.
+constexpr int64_t kParallelAlignPairs = 512;
+
+__global__ void __launch_bounds__(32 * kAlignWarps)
+    MoeAlignParallelKernel(const int32_t* topk_ids, int64_t ids_s0, int top_k, int64_t num_pairs,
+                           int num_experts, int block, int32_t* sorted, int64_t sorted_s0,
+                           int32_t* block_expert, int64_t be_s0, int32_t* offsets_out,
+                           int64_t off_s0, int32_t* post_pad) {
+  MLASERVE_SHARED(int32_t, base, [kAlignWarps][kMaxExperts]);
+  MLASERVE_SHARED(int32_t, offsets, [kMaxExperts + 1]);
+  const int lane = static_cast<int>(threadIdx.x) % 32, warp = static_cast<int>(threadIdx.x) / 32;
+  const int64_t per = (num_pairs + kAlignWarps - 1) / kAlignWarps;
+  const int64_t begin = warp * per, end = begin + per < num_pairs ? begin + per : num_pairs;
+  auto expert_of = [&](int64_t pair) { return topk_ids[(pair / top_k) * ids_s0 + pair % top_k]; };
+  for (int e = lane; e < num_experts; e += 32) base[warp][e] = 0;
+  __syncwarp();
+  for (int64_t pair = begin + lane; pair < end; pair += 32)
+    atomicAdd(&base[warp][expert_of(pair)], 1);
+  __syncthreads();
+  // Padded count per expert, then an inclusive scan by warp 0 (kExpertsPerLane a lane).
+  for (int e = static_cast<int>(threadIdx.x); e < num_experts; e += blockDim.x) {
+    int32_t count = 0;
+    for (int w = 0; w < kAlignWarps; ++w) count += base[w][e];
+    offsets[e + 1] = (count + block - 1) / block * block;
+  }
+  __syncthreads();
+  if (warp == 0) {
+    constexpr int kExpertsPerLane = kMaxExperts / 32;
+    int32_t running[kExpertsPerLane];
+    int32_t sum = 0;
+    for (int i = 0; i < kExpertsPerLane; ++i) {
+      const int e = lane * kExpertsPerLane + i;
+      sum += e < num_experts ? offsets[e + 1] : 0;
+      running[i] = sum;
+    }
+    int32_t inclusive = sum;
+    for (int d = 1; d < 32; d *= 2) {
+      const int32_t lower = __shfl_up_sync(0xffffffffu, inclusive, d);
+      if (lane >= d) inclusive += lower;
+    }
+    for (int i = 0; i < kExpertsPerLane; ++i) {
+      const int e = lane * kExpertsPerLane + i;
+      if (e < num_experts) offsets[e + 1] = inclusive - sum + running[i];
+    }
+    if (lane == 0) offsets[0] = 0;
+  }
+  __syncthreads();
+  for (int e = static_cast<int>(threadIdx.x); e < num_experts; e += blockDim.x) {
+    int32_t cursor = offsets[e];
+    for (int w = 0; w < kAlignWarps; ++w) {
+      const int32_t count = base[w][e];
+      base[w][e] = cursor;
+      cursor += count;
+    }
+    for (int32_t r = cursor; r < offsets[e + 1]; ++r) {
+      sorted[r * sorted_s0] = static_cast<int32_t>(num_pairs);
+    }
+    for (int32_t b = offsets[e] / block; b < offsets[e + 1] / block; ++b) {
+      block_expert[b * be_s0] = e;
+    }
+    offsets_out[e * off_s0] = offsets[e];
+  }
+  if (threadIdx.x == 0) {
+    offsets_out[num_experts * off_s0] = offsets[num_experts];
+    post_pad[0] = offsets[num_experts];
+  }
+  __syncthreads();
+  for (int64_t chunk = begin; chunk < end; chunk += 32) {
+    const int64_t pair = chunk + lane;
+    const int e = pair < end ? expert_of(pair) : -1;
+    int below = 0, above = 0;  // lanes with the same expert below and above this one
+    for (int j = 0; j < 32; ++j) {
+      const int other = __shfl_sync(0xffffffffu, e, j);
+      if (other == e) {
+        if (j < lane) ++below;
+        if (j > lane) ++above;
+      }
+    }
+    if (e >= 0) sorted[(base[warp][e] + below) * sorted_s0] = static_cast<int32_t>(pair);
+    __syncwarp();
+    if (e >= 0 && above == 0) base[warp][e] += below + 1;
+    __syncwarp();
+  }
 }
 
 // The aligned rows and what the expert kernels read of them.
@@ -318,6 +419,14 @@ cudaError_t LaunchMoeAlignBlockSize(const MoeAlignParams& p, cudaStream_t stream
               {(len + block - 1) / block});
   CheckTensor(p.expert_offsets, "MoeAlign.expert_offsets", DType::kI32, {num_experts + 1});
   CheckTensor(p.num_tokens_post_pad, "MoeAlign.num_tokens_post_pad", DType::kI32, {1});
+  if (num_pairs >= kParallelAlignPairs) {
+    return Launch(MoeAlignParallelKernel, dim3(1), dim3(32 * kAlignWarps), 0, stream,
+                  p.topk_ids.ptr<const int32_t>(), p.topk_ids.stride(0), top_k, num_pairs,
+                  num_experts, static_cast<int>(block), p.sorted_ids.ptr<int32_t>(),
+                  p.sorted_ids.stride(0), p.block_expert_ids.ptr<int32_t>(),
+                  p.block_expert_ids.stride(0), p.expert_offsets.ptr<int32_t>(),
+                  p.expert_offsets.stride(0), p.num_tokens_post_pad.ptr<int32_t>());
+  }
   return Launch(MoeAlignKernel, dim3(1), dim3(32), 0, stream, p.topk_ids.ptr<const int32_t>(),
                 p.topk_ids.stride(0), top_k, num_pairs, num_experts, static_cast<int>(block),
                 p.sorted_ids.ptr<int32_t>(), p.sorted_ids.stride(0),
