@@ -165,7 +165,7 @@ __global__ void MoeAlignKernel(const int32_t* topk_ids, int64_t ids_s0, int top_
 constexpr int kAlignWarps = 32;
 static_assert(kMaxExperts % 32 == 0, "warp 0 scans kMaxExperts / 32 experts a lane");
 // Pairs from which the parallel kernel is used; below, one thread's serial pass is shorter than
-// the parallel kernel's three barriers.
+// the parallel kernel's four barriers.
 constexpr int64_t kParallelAlignPairs = 512;
 
 __global__ void __launch_bounds__(32 * kAlignWarps)
