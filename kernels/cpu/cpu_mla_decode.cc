@@ -3,7 +3,8 @@
 // GEMM (heads x rows), and the value product another (heads x rank). With at least as many
 // sequences as threads each thread takes whole sequences; with fewer, every sequence's
 // positions are split over the team and the partial results merged by their log-sum-exp
-// (unless the backend is batch-invariant: then sequences are never split).
+// (unless the backend is batch-invariant: then sequences are never split, and their heads are
+// cut into one group per thread instead).
 // Either way a call synchronises the team once per parallel region and nowhere else.
 #include <atomic>
 #include <cmath>
@@ -130,6 +131,13 @@ void CpuMlaDecode(const CpuContext& ctx, const MlaDecodeParams& p) {
   d.head_group = CpuContext::kOpScratchFloats / PartialFloats(1, rank, d.row_dim);
   MLASERVE_CHECK_MSG(d.head_group >= 1, "MlaDecode: latent too wide for the CPU scratch");
   if (d.head_group > num_heads) d.head_group = num_heads;
+  if (ctx.batch_invariant()) {
+    // Whole sequences only (below), so the heads are cut into one group per team member: a
+    // lone sequence still occupies every thread. The groups depend on the team's size alone,
+    // never on the step, so each head's arithmetic stays the same whatever shares the step.
+    const int64_t per_thread = (num_heads + ctx.num_threads() - 1) / ctx.num_threads();
+    if (per_thread < d.head_group) d.head_group = per_thread;
+  }
   const int64_t groups = (num_heads + d.head_group - 1) / d.head_group;
   auto seq_len = [&](int64_t s) {
     const int32_t len = p.seq_lens.ptr<const int32_t>()[s * p.seq_lens.stride(0)];

@@ -18,6 +18,11 @@ TEST_P(CpuAttentionTest, MergeMatchesRefIncludingInfiniteLse) {
 
 TEST_P(CpuAttentionTest, DecodeMatchesRef) { ExpectMlaDecodeMatchesRef(parity()); }
 
+// --deterministic: whole sequences per item, heads cut into one group per thread.
+TEST_P(CpuAttentionTest, BatchInvariantDecodeMatchesRef) {
+  ExpectMlaDecodeMatchesRef({ref(), ref_bf16(), cpu_invariant(), cpu_bf16()});
+}
+
 MLASERVE_INSTANTIATE_CPU_ISAS(CpuAttentionTest);
 
 }  // namespace
