@@ -174,10 +174,24 @@ TEST(CudaSimGraphTest, GraphsOnAndOffGiveTheSameTokensUnderChurn) {
 #endif
 }
 
+#if defined(__SANITIZE_ADDRESS__)
+constexpr bool kAddressSanitizer = true;
+#elif defined(__has_feature)
+constexpr bool kAddressSanitizer = __has_feature(address_sanitizer);
+#else
+constexpr bool kAddressSanitizer = false;
+#endif
+
 TEST(CudaSimGraphTest, AKernelReadingAStaleCaptureValueIsCaught) {
 #ifndef MLASERVE_TEST_CUDA_SIM
   GTEST_SKIP() << "built without the CUDA Toolkit";
 #else
+  if (kAddressSanitizer) {
+    // A stale length longer than the sequence now in its row reads block-table entries past
+    // the live ones and then cache rows outside the pool: AddressSanitizer stops the process
+    // at that read, which catches the bug too, but ends the test before it can compare tokens.
+    GTEST_SKIP() << "the deliberately stale lengths read out of bounds under AddressSanitizer";
+  }
   const ChurnRun buggy =
       RunChurn(std::make_unique<StaleLengthsBackend>(CudaSimBackend()), {1, 2, 4, 8});
   const ChurnRun eager = RunChurn(CudaSimBackend(), {});

@@ -16,6 +16,7 @@
 #endif
 #endif
 #ifdef MLASERVE_SIM_ASAN
+#include <sanitizer/asan_interface.h>
 #include <sanitizer/common_interface_defs.h>
 #endif
 
@@ -29,12 +30,25 @@ size_t PageBytes() {
   return page;
 }
 
+// Clears AddressSanitizer's poisoning of a fiber stack: the redzones of frames left on it by a
+// fiber that never returned would otherwise outlive the stack, and flag reads of whatever the
+// kernel maps at those addresses next (a checkpoint file, say) as stack-buffer underflows.
+void UnpoisonStack(void* stack) {
+#ifdef MLASERVE_SIM_ASAN
+  __asan_unpoison_memory_region(stack, Fiber::kStackBytes);
+#else
+  (void)stack;
+#endif
+}
+
 // Stacks of finished or abandoned fibers, kept for the next ones on this OS thread.
 struct StackPool {
   std::vector<void*> free;
   ~StackPool() {
-    for (void* s : free)
+    for (void* s : free) {
+      UnpoisonStack(s);
       munmap(static_cast<char*>(s) - PageBytes(), Fiber::kStackBytes + PageBytes());
+    }
   }
 };
 thread_local StackPool t_stacks;
@@ -44,6 +58,7 @@ void* TakeStack() {
   if (!t_stacks.free.empty()) {
     void* s = t_stacks.free.back();
     t_stacks.free.pop_back();
+    UnpoisonStack(s);
     return s;
   }
   const size_t guard = PageBytes();
