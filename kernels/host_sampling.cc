@@ -62,10 +62,8 @@ int32_t DrawToken(absl::Span<const float> v, const RowOptions& o, std::vector<in
 }
 
 double LogSumExp(absl::Span<const float> values) {
-  // v - max is exact for values within a factor of two of max and loses nothing that matters
-  // below: terms under 2^-24 of the largest vanish in the f32 exp, which is within 1 ulp, and
-  // the sum is kept in double. Measured on a 102,400-entry row: 0.39 ms against 0.62 ms for a
-  // double exp per term, with the same result to 1e-9.
+  // Terms in f32 (expf is within 1 ulp), the sum in double: on a 102,400-entry row 0.39 ms
+  // against 0.62 ms for a double exp per term, the result the same to 2e-9.
   const float max = *std::max_element(values.begin(), values.end());
   double sum = 0.0;
   for (float v : values) sum += std::exp(v - max);

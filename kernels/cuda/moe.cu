@@ -122,6 +122,17 @@ __global__ void MoeRouteKernel(const float* logits, int64_t lg_s0, int64_t num_t
   }
 }
 
+// The tail of expert e's aligned run, once its pairs fill [begin, filled): padding sentinels up
+// to its end, its blocks' expert id and its offset (both align kernels).
+__device__ void FinishExpertRun(int e, int32_t begin, int32_t filled, int32_t end, int block,
+                                int64_t num_pairs, int32_t* sorted, int64_t sorted_s0,
+                                int32_t* block_expert, int64_t be_s0, int32_t* offsets_out,
+                                int64_t off_s0) {
+  for (int32_t r = filled; r < end; ++r) sorted[r * sorted_s0] = static_cast<int32_t>(num_pairs);
+  for (int32_t b = begin / block; b < end / block; ++b) block_expert[b * be_s0] = e;
+  offsets_out[e * off_s0] = begin;
+}
+
 __global__ void MoeAlignKernel(const int32_t* topk_ids, int64_t ids_s0, int top_k,
                                int64_t num_pairs, int num_experts, int block, int32_t* sorted,
                                int64_t sorted_s0, int32_t* block_expert, int64_t be_s0,
@@ -141,13 +152,10 @@ __global__ void MoeAlignKernel(const int32_t* topk_ids, int64_t ids_s0, int top_
     sorted[cursor[e]++ * sorted_s0] = static_cast<int32_t>(pair);
   }
   for (int e = 0; e < num_experts; ++e) {
-    for (int32_t r = cursor[e]; r < offsets[e + 1]; ++r) {
-      sorted[r * sorted_s0] = static_cast<int32_t>(num_pairs);
-    }
-    for (int32_t b = offsets[e] / block; b < offsets[e + 1] / block; ++b)
-      block_expert[b * be_s0] = e;
+    FinishExpertRun(e, offsets[e], cursor[e], offsets[e + 1], block, num_pairs, sorted, sorted_s0,
+                    block_expert, be_s0, offsets_out, off_s0);
   }
-  for (int e = 0; e <= num_experts; ++e) offsets_out[e * off_s0] = offsets[e];
+  offsets_out[num_experts * off_s0] = offsets[num_experts];
   post_pad[0] = offsets[num_experts];
 }
 
@@ -164,8 +172,9 @@ __global__ void MoeAlignKernel(const int32_t* topk_ids, int64_t ids_s0, int top_
 // on global memory.
 constexpr int kAlignWarps = 32;
 static_assert(kMaxExperts % 32 == 0, "warp 0 scans kMaxExperts / 32 experts a lane");
-// Pairs from which the parallel kernel is used; below, one thread's serial pass is shorter than
-// the parallel kernel's four barriers.
+// Pairs from which the parallel kernel is used. Below, on paper, one thread's serial pass (a few
+// thousand integer operations at most) costs less than the parallel kernel's four block
+// barriers and 1024-thread launch; not measured on hardware.
 constexpr int64_t kParallelAlignPairs = 512;
 
 __global__ void __launch_bounds__(32 * kAlignWarps)
@@ -219,13 +228,8 @@ __global__ void __launch_bounds__(32 * kAlignWarps)
       base[w][e] = cursor;
       cursor += count;
     }
-    for (int32_t r = cursor; r < offsets[e + 1]; ++r) {
-      sorted[r * sorted_s0] = static_cast<int32_t>(num_pairs);
-    }
-    for (int32_t b = offsets[e] / block; b < offsets[e + 1] / block; ++b) {
-      block_expert[b * be_s0] = e;
-    }
-    offsets_out[e * off_s0] = offsets[e];
+    FinishExpertRun(e, offsets[e], cursor, offsets[e + 1], block, num_pairs, sorted, sorted_s0,
+                    block_expert, be_s0, offsets_out, off_s0);
   }
   if (threadIdx.x == 0) {
     offsets_out[num_experts * off_s0] = offsets[num_experts];

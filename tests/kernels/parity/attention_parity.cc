@@ -66,16 +66,15 @@ void ExpectMlaPrefillMatchesRef(const ParityBackends& b) {
     TestTensor cu_q_t = IntTensor(b.ref, {static_cast<int64_t>(cu_q.size())}, cu_q);
     TestTensor cu_kv_t = IntTensor(b.ref, {static_cast<int64_t>(cu_kv.size())}, cu_kv);
     const float scale = 1.0f / std::sqrt(static_cast<float>(qk));
-    auto run = [&](Backend& backend, TestTensor& out, TestTensor& lse) {
-      TestTensor q_c = q.CloneTo(backend), kn_c = k_nope.CloneTo(backend);
-      TestTensor kp_c = k_pe.CloneTo(backend), v_c = v.CloneTo(backend);
-      TestTensor cu_q_c = cu_q_t.CloneTo(backend), cu_kv_c = cu_kv_t.CloneTo(backend);
-      backend.MlaPrefill({.q = q_c.view(),
-                          .k_nope = kn_c.view(),
-                          .k_pe = kp_c.view(),
-                          .v = v_c.view(),
-                          .cu_seqlens_q = cu_q_c.view(),
-                          .cu_seqlens_kv = cu_kv_c.view(),
+    auto run = [&](Backend& backend, const TestTensor& q, const TestTensor& k_nope,
+                   const TestTensor& k_pe, const TestTensor& v, const TestTensor& cu_q,
+                   const TestTensor& cu_kv, const TestTensor& out, const TestTensor& lse) {
+      backend.MlaPrefill({.q = q.view(),
+                          .k_nope = k_nope.view(),
+                          .k_pe = k_pe.view(),
+                          .v = v.view(),
+                          .cu_seqlens_q = cu_q.view(),
+                          .cu_seqlens_kv = cu_kv.view(),
                           .causal = c.causal,
                           .softmax_scale = scale,
                           .out = out.view(),
@@ -83,10 +82,11 @@ void ExpectMlaPrefillMatchesRef(const ParityBackends& b) {
     };
     TestTensor out_ref(b.ref, DType::kF32, {num_q, c.heads, c.v_dim});
     TestTensor lse_ref(b.ref, DType::kF32, {num_q, c.heads});
+    run(b.ref, q, k_nope, k_pe, v, cu_q_t, cu_kv_t, out_ref, lse_ref);
     TestTensor out_dut(b.dut, DType::kF32, {num_q, c.heads, c.v_dim});
     TestTensor lse_dut(b.dut, DType::kF32, {num_q, c.heads});
-    run(b.ref, out_ref, lse_ref);
-    run(b.dut, out_dut, lse_dut);
+    run(b.dut, q.CloneTo(b.dut), k_nope.CloneTo(b.dut), k_pe.CloneTo(b.dut), v.CloneTo(b.dut),
+        cu_q_t.CloneTo(b.dut), cu_kv_t.CloneTo(b.dut), out_dut, lse_dut);
     ExpectClose(out_dut.Read(), out_ref.Read(), 2e-5, 1e-4, Describe(c), out_ref.shape());
     ExpectClose(lse_dut.Read(), lse_ref.Read(), 2e-5, 1e-5, Describe(c), lse_ref.shape());
   }
