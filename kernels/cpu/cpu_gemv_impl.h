@@ -94,14 +94,30 @@ struct GemvImpl {
   // same sum (lane-wise over passes of this depth, reduced, passes added in order) for any
   // row count. 4096 covers a 2048-wide hidden state (V2-Lite's projections and experts) in one
   // pass: a batch-1 row (16 KiB) stays in L1 and each weight row streams through once, where
-  // 512 cut it into four strided passes; at RunFixed's 8 rows A (128 KiB) is read from L2,
-  // which the FMAs, not the loads, bound at that many rows. Measured on lite-slice-4 (AMD
-  // EPYC, docs/performance.md): batch-1 decode 42-43 -> 39-40 ms, batches 8 and 16 no slower.
+  // 512 cut it into four strided passes. Measured on lite-slice-4 (AMD EPYC,
+  // docs/performance.md): batch-1 decode 42-43 -> 39-40 ms, batches 8 and 16 no slower.
   static constexpr int64_t kFixedDepth = 4096;
+
+  // More rows than this go through the weights in chunks of this many (RunChunked): each
+  // weight vector, once widened, feeds kChunkRows x TileRows FMAs. On the AMD EPYC host (Zen 4,
+  // AVX-512; its two cores' FMA peak is 229 GFLOP/s), `MLASERVE_BENCH_DETERMINISTIC=1
+  // mlaserve-kernel-bench --benchmark_filter=BM_Gemm/16/`: chunks of 4 rows x 6 weight rows
+  // 165-167 GFLOP/s (21888 x 2048) and 150-151 (2048 x 10944) against 154 and 124-127 for the
+  // earlier 8 x 3; 2-row chunks re-read the weights from L2 too often. With AVX2's 12
+  // accumulators a 4-row chunk gets 3 weight rows where 8 rows got one.
+  static constexpr int kChunkRows = 4;
+
+  // Weight rows per tile for M rows of A: as many as the accumulators allow, at most 4 for a
+  // single row (bandwidth-bound; measured as the best stream) and 6 otherwise.
+  static constexpr int TileRows(int m) {
+    const int r = V::kGemvAcc / m;
+    const int cap = m == 1 ? 4 : 6;
+    return r < 1 ? 1 : (r > cap ? cap : r);
+  }
 
   template <class TB, int M, bool kFixed>
   static void Gemv(const GemmArgs& g, float* scratch) {
-    constexpr int kRows = V::kGemvAcc / M < 1 ? 1 : (V::kGemvAcc / M > 4 ? 4 : V::kGemvAcc / M);
+    constexpr int kRows = TileRows(M);
     // Depth per pass: the M rows of A (32 KiB) stay in L1 while every weight row of the
     // thread streams past them once per pass; A read from L2 instead would limit the stream.
     // They are copied at a pitch of kDepth plus one cache line: rows of A (and B) a multiple
@@ -142,28 +158,27 @@ struct GemvImpl {
     kTable[g.m - 1](g, scratch);
   }
 
-  // C rows i < m (m <= kMaxM), columns [n_begin, n_end). scratch: kGemmScratchFloats.
-  template <class TB>
-  static void Run(const GemmArgs& g, float* scratch) {
-    GemvFor<TB, false>(g, scratch, std::make_index_sequence<kMaxM>());
-  }
-
-  // Any m, with one reduction order per output element whatever m (GemmPath::kFixedDot):
-  // dot products at kFixedDepth over chunks of kFixedRows rows. Columns go in blocks whose
-  // weight rows stay in L2 while every chunk of rows passes, so B is still read from memory
-  // once; A is re-read (from the caches) once per block.
-  template <class TB>
-  static void RunFixed(const GemmArgs& g, float* scratch) {
-    constexpr int64_t kFixedRows = 8;  // 3 weight rows per tile: 11 loads per 24 FMAs
+  // Any m: chunks of at most kChunkRows rows. Columns go in blocks (a multiple of the tile's
+  // weight rows) that stay in L2 while every chunk of rows passes, so B is still read from
+  // memory once; A is re-read (from the caches) once per block. Each output element's sum does
+  // not depend on the chunking, and under kFixed not on m either.
+  template <class TB, bool kFixed>
+  static void RunChunked(const GemmArgs& g, float* scratch) {
+    if (g.m <= kChunkRows) {
+      GemvFor<TB, kFixed>(g, scratch, std::make_index_sequence<kChunkRows>());
+      return;
+    }
     constexpr int64_t kL2Bytes = 512 * 1024;
+    constexpr int64_t kTile = TileRows(kChunkRows);
     const int64_t row_bytes = g.k * static_cast<int64_t>(sizeof(TB));
-    const int64_t block = row_bytes * 4 >= kL2Bytes ? 4 : kL2Bytes / row_bytes / 4 * 4;
+    const int64_t block =
+        row_bytes * kTile >= kL2Bytes ? kTile : kL2Bytes / row_bytes / kTile * kTile;
     GemmArgs sub = g;
     for (int64_t jb = g.n_begin; jb < g.n_end; jb += block) {
       sub.n_begin = jb;
       sub.n_end = Lo(jb + block, g.n_end);
-      for (int64_t i0 = 0; i0 < g.m; i0 += kFixedRows) {
-        sub.m = Lo(kFixedRows, g.m - i0);
+      for (int64_t i0 = 0; i0 < g.m; i0 += kChunkRows) {
+        sub.m = Lo(kChunkRows, g.m - i0);
         if (g.a_rows != nullptr) {
           sub.a_rows = g.a_rows + i0;
         } else {
@@ -174,9 +189,22 @@ struct GemvImpl {
         } else {
           sub.c = g.c + i0 * g.ldc;
         }
-        GemvFor<TB, true>(sub, scratch, std::make_index_sequence<kMaxM>());
+        GemvFor<TB, kFixed>(sub, scratch, std::make_index_sequence<kChunkRows>());
       }
     }
+  }
+
+  // C rows i < m (m <= kMaxM), columns [n_begin, n_end). scratch: kGemmScratchFloats.
+  template <class TB>
+  static void Run(const GemmArgs& g, float* scratch) {
+    RunChunked<TB, false>(g, scratch);
+  }
+
+  // Any m, with one reduction order per output element whatever m (GemmPath::kFixedDot):
+  // dot products at kFixedDepth.
+  template <class TB>
+  static void RunFixed(const GemmArgs& g, float* scratch) {
+    RunChunked<TB, true>(g, scratch);
   }
 
   // C[MR rows, nr <= kNr columns] += A · B, B read in place (converted as it is loaded);

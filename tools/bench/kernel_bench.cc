@@ -37,7 +37,11 @@ Backend& Cpu() {
     const char* env = std::getenv("MLASERVE_BENCH_THREADS");
     const char* dtype = std::getenv("MLASERVE_BENCH_DTYPE");
     const bool bf16 = dtype != nullptr && std::string_view(dtype) == "bfloat16";
-    return MakeCpuBackend(env != nullptr ? std::atoi(env) : 0, /*batch_invariant=*/false,
+    // MLASERVE_BENCH_DETERMINISTIC=1: the batch-invariant backend of `--deterministic`, where
+    // BM_Gemm's rows up to 16 are decode rows (the fixed-order dot-product path).
+    const char* det = std::getenv("MLASERVE_BENCH_DETERMINISTIC");
+    const bool invariant = det != nullptr && std::string_view(det) == "1";
+    return MakeCpuBackend(env != nullptr ? std::atoi(env) : 0, invariant,
                           bf16 ? DType::kBF16 : DType::kF32);
   }();
   return *backend;
@@ -85,12 +89,16 @@ void BM_Gemm(benchmark::State& state) {
   const int64_t weight_bytes = n * k * 2;
   const int64_t copies = m <= 16 ? ((int64_t{512} << 20) + weight_bytes - 1) / weight_bytes : 1;
   std::vector<Buffer> b;
-  for (int64_t i = 0; i < copies; ++i) b.emplace_back(DType::kBF16, std::initializer_list<int64_t>{n, k}, 2 + i);
+  for (int64_t i = 0; i < copies; ++i) {
+    b.emplace_back(DType::kBF16, std::initializer_list<int64_t>{n, k}, 2 + i);
+  }
   Buffer a(DType::kF32, {m, k}, 1), out(DType::kF32, {m, n});
-  Cpu().Gemm({.a = a.view, .b = b[0].view, .out = out.view});  // first touch of out, off the clock
+  const int64_t decode_rows = m <= 16 ? m : 0;
+  // First touch of out, off the clock.
+  Cpu().Gemm({.a = a.view, .b = b[0].view, .out = out.view, .decode_rows = decode_rows});
   int64_t next = 0;
   for (auto _ : state) {
-    Cpu().Gemm({.a = a.view, .b = b[next].view, .out = out.view});
+    Cpu().Gemm({.a = a.view, .b = b[next].view, .out = out.view, .decode_rows = decode_rows});
     next = next + 1 == copies ? 0 : next + 1;
     benchmark::DoNotOptimize(out.view.data());
   }
