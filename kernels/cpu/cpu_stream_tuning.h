@@ -1,11 +1,11 @@
 // How the decode GEMM path (dot products over weight rows streamed once, cpu_gemv_impl.h) asks
 // for weight rows ahead of their use. What keeps enough memory requests in flight differs between
-// processors — the non-temporal prefetch one tile ahead that suits an AMD EPYC host (10 % faster
-// decode end to end than the same prefetch into L2) reads at 10.2 GB/s on an Intel Xeon (Sapphire
-// Rapids class), where a prefetch into L2 reads at 27.1 (../shared/bench/HOSTS.md) — so the
-// choice is made per host at run time: from the environment, from the vendor where it was
-// measured, or else by a short probe that streams a matrix through this processor's kernel with
-// each candidate.
+// processors, and between days on one shared host: a prefetch into L2 reads at 27.1 GB/s on an
+// Intel Xeon (Sapphire Rapids class) where the non-temporal hint reads 10.2
+// (../shared/bench/HOSTS.md); on an AMD EPYC (Zen 4) host the non-temporal hint decoded 10 %
+// faster one day and 27 % slower than the L2 hint on another (docs/performance.md). So the
+// choice is made on the host at hand, at start-up: from the environment, or else by a short
+// probe that streams a matrix through this processor's kernel with each candidate.
 //
 // Thread-safety: all functions may be called from any thread; the kernels read the current
 // tuning once per GEMM call.
@@ -32,19 +32,16 @@ void SetStreamTuning(const StreamTuning& t);
 
 struct StreamTuningChoice {
   StreamTuning tuning;
-  std::string source;     // "MLASERVE_CPU_PREFETCH", "vendor" or "probe"
-  double probe_gbps = 0;  // the chosen candidate's read rate in the probe (0 without a probe)
+  std::string source;       // "MLASERVE_CPU_PREFETCH" or "probe"
+  double probe_gbps = 0;    // the chosen candidate's read rate in the probe (0 without a probe)
+  std::string probe_table;  // every candidate's rate, "none=30.1 nta:1=27.4 ..." (GB/s)
 };
 
 // Chooses the tuning once per process and installs it: MLASERVE_CPU_PREFETCH (none | nta:N |
-// t1:N, N in 1..4) when set and valid; else by vendor where measured (GenuineIntel: t1:1,
-// AuthenticAMD: nta:1; a probe's single-matrix stream cannot see the L3 that a non-temporal
-// hint keeps for the KV cache and activations, which is where the AMD gain comes from);
-// otherwise a probe of about 50 ms that streams a 64 MiB
-// bf16 matrix through `ctx`'s single-row decode GEMM on all of its threads, each its own rows as
-// in a decode step, with each candidate (best of three passes each), and keeps the fastest.
-// Later calls return the first choice.
-// MLASERVE_CPU_PREFETCH=probe forces the probe.
+// t1:N, N in 1..4) when set and valid; otherwise the probe (about 150 ms: 5 candidates x 5
+// interleaved passes over a 128 MiB bf16 matrix through `ctx`'s single-row decode GEMM on all of
+// its threads, each its own rows as in a decode step; the best median wins). Later calls return
+// the first choice.
 const StreamTuningChoice& TuneStreaming(const CpuContext& ctx);
 
 // The probe alone (it leaves the current tuning at its choice).

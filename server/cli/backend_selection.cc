@@ -43,6 +43,7 @@ std::unique_ptr<Backend> NewLoggedCpuBackend(int num_threads, bool batch_invaria
                            {"decode_prefetch", StreamTuningName(tuning.tuning)},
                            {"decode_prefetch_source", tuning.source},
                            {"probe_gbps", tuning.probe_gbps},
+                           {"probe_gbps_by_choice", tuning.probe_table},
                            {"transparent_hugepages", TransparentHugePages()}});
   return backend;
 }

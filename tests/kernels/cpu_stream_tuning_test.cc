@@ -2,6 +2,7 @@
 // the oracle's decode GEMM result (a prefetch must never change a value), and names round-trip.
 #include "kernels/cpu/cpu_stream_tuning.h"
 
+#include <cstdio>
 #include <cstdlib>
 #include <random>
 #include <string>
@@ -36,6 +37,13 @@ TEST(CpuStreamTuningTest, ProbePicksAMeasuredCandidate) {
   EXPECT_TRUE(name == "none" || name == "nta:1" || name == "nta:2" || name == "t1:1" ||
               name == "t1:2")
       << name;
+  // Every candidate is reported, the chosen one at the rate it won with.
+  for (const char* c : {"none=", "nta:1=", "nta:2=", "t1:1=", "t1:2="}) {
+    EXPECT_NE(choice.probe_table.find(c), std::string::npos) << c << " in " << choice.probe_table;
+  }
+  char chosen[48];
+  std::snprintf(chosen, sizeof(chosen), "%s=%.1f", name.c_str(), choice.probe_gbps);
+  EXPECT_NE(choice.probe_table.find(chosen), std::string::npos) << choice.probe_table;
 }
 
 TEST(CpuStreamTuningTest, EveryTuningGivesTheOraclesDecodeGemm) {
