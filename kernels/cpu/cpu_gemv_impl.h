@@ -103,7 +103,8 @@ struct GemvImpl {
   // AVX-512; its two cores' FMA peak is 229 GFLOP/s), `MLASERVE_BENCH_DETERMINISTIC=1
   // mlaserve-kernel-bench --benchmark_filter=BM_Gemm/16/`: chunks of 4 rows x 6 weight rows
   // 165-167 GFLOP/s (21888 x 2048) and 150-151 (2048 x 10944) against 154 and 124-127 for the
-  // earlier 8 x 3; 2-row chunks re-read the weights from L2 too often. With AVX2's 12
+  // earlier 8 x 3 (and, with A copied once per call, 189-192 and 189-190 where the prefetch
+  // into L2 is chosen); 2-row chunks re-read the weights from L2 too often. With AVX2's 12
   // accumulators a 4-row chunk gets 3 weight rows where 8 rows got one.
   static constexpr int kChunkRows = 4;
 
@@ -115,8 +116,29 @@ struct GemvImpl {
     return r < 1 ? 1 : (r > cap ? cap : r);
   }
 
+  // Rows of A already copied (and rounded, for bf16 inputs) for every chunk of one call:
+  // row i of the chunk at rows + i * pitch, its full depth.
+  struct PreparedA {
+    const float* rows = nullptr;
+    int64_t pitch = 0;
+  };
+
+  // Copies rows [0, m) of A, rounded as the kernel reads them, to dst at `pitch`.
+  static void CopyA(const GemmArgs& g, int64_t m, int64_t k0, int64_t kb, float* dst,
+                    int64_t pitch) {
+    for (int64_t i = 0; i < m; ++i) {
+      const float* src = ARow(g, i) + k0;
+      float* row = dst + i * pitch;
+      if (g.a_bf16) {
+        for (int64_t l = 0; l < kb; ++l) row[l] = RoundToBf16(src[l]);
+      } else {
+        for (int64_t l = 0; l < kb; ++l) row[l] = src[l];
+      }
+    }
+  }
+
   template <class TB, int M, bool kFixed>
-  static void Gemv(const GemmArgs& g, float* scratch) {
+  static void Gemv(const GemmArgs& g, float* scratch, PreparedA prepared) {
     constexpr int kRows = TileRows(M);
     // Depth per pass: the M rows of A (32 KiB) stay in L1 while every weight row of the
     // thread streams past them once per pass; A read from L2 instead would limit the stream.
@@ -127,21 +149,17 @@ struct GemvImpl {
     static_assert(M * kPitch <= kGemmScratchFloats);
     const float* a[M];
     float* c[M];
+    for (int i = 0; i < M; ++i) c[i] = CRow(g, i);
     const TB* b = static_cast<const TB*>(g.b);
     const StreamTuning tuning = CurrentStreamTuning();
     for (int64_t k0 = 0; k0 < g.k; k0 += kDepth) {
       const int64_t kb = Lo(kDepth, g.k - k0);
       const bool acc = g.accumulate || k0 > 0;
-      for (int i = 0; i < M; ++i) {
-        const float* src = ARow(g, i) + k0;
-        float* dst = scratch + i * kPitch;
-        if (g.a_bf16) {
-          for (int64_t l = 0; l < kb; ++l) dst[l] = RoundToBf16(src[l]);
-        } else {
-          for (int64_t l = 0; l < kb; ++l) dst[l] = src[l];
-        }
-        a[i] = dst;
-        c[i] = CRow(g, i);
+      if (prepared.rows != nullptr) {
+        for (int i = 0; i < M; ++i) a[i] = prepared.rows + i * prepared.pitch + k0;
+      } else {
+        CopyA(g, M, k0, kb, scratch, kPitch);
+        for (int i = 0; i < M; ++i) a[i] = scratch + i * kPitch;
       }
       int64_t j = g.n_begin;
       for (; j + kRows <= g.n_end; j += kRows) {
@@ -152,20 +170,23 @@ struct GemvImpl {
   }
 
   template <class TB, bool kFixed, size_t... I>
-  static void GemvFor(const GemmArgs& g, float* scratch, std::index_sequence<I...>) {
-    using Fn = void (*)(const GemmArgs&, float*);
+  static void GemvFor(const GemmArgs& g, float* scratch, PreparedA prepared,
+                      std::index_sequence<I...>) {
+    using Fn = void (*)(const GemmArgs&, float*, PreparedA);
     static constexpr Fn kTable[] = {&Gemv<TB, static_cast<int>(I) + 1, kFixed>...};
-    kTable[g.m - 1](g, scratch);
+    kTable[g.m - 1](g, scratch, prepared);
   }
 
   // Any m: chunks of at most kChunkRows rows. Columns go in blocks (a multiple of the tile's
   // weight rows) that stay in L2 while every chunk of rows passes, so B is still read from
-  // memory once; A is re-read (from the caches) once per block. Each output element's sum does
-  // not depend on the chunking, and under kFixed not on m either.
+  // memory once; A is copied once for all blocks where the scratch holds it (else once per
+  // block and chunk: at k = 10944 that copy cost a sixth of the GEMM). Each output element's
+  // sum does not depend on the chunking, and under kFixed not on m either.
   template <class TB, bool kFixed>
   static void RunChunked(const GemmArgs& g, float* scratch) {
+    const auto rows = std::make_index_sequence<kChunkRows>();
     if (g.m <= kChunkRows) {
-      GemvFor<TB, kFixed>(g, scratch, std::make_index_sequence<kChunkRows>());
+      GemvFor<TB, kFixed>(g, scratch, PreparedA{}, rows);
       return;
     }
     constexpr int64_t kL2Bytes = 512 * 1024;
@@ -173,6 +194,12 @@ struct GemvImpl {
     const int64_t row_bytes = g.k * static_cast<int64_t>(sizeof(TB));
     const int64_t block =
         row_bytes * kTile >= kL2Bytes ? kTile : kL2Bytes / row_bytes / kTile * kTile;
+    const int64_t pitch = (g.k + 15) / 16 * 16 + 16;
+    PreparedA prepared;
+    if (g.m * pitch <= kGemmScratchFloats) {
+      CopyA(g, g.m, 0, g.k, scratch, pitch);
+      prepared = {scratch, pitch};
+    }
     GemmArgs sub = g;
     for (int64_t jb = g.n_begin; jb < g.n_end; jb += block) {
       sub.n_begin = jb;
@@ -189,7 +216,9 @@ struct GemvImpl {
         } else {
           sub.c = g.c + i0 * g.ldc;
         }
-        GemvFor<TB, kFixed>(sub, scratch, std::make_index_sequence<kChunkRows>());
+        PreparedA chunk = prepared;
+        if (chunk.rows != nullptr) chunk.rows += i0 * pitch;
+        GemvFor<TB, kFixed>(sub, scratch, chunk, rows);
       }
     }
   }
