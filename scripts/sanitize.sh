@@ -27,6 +27,10 @@ fi
 
 export ASAN_OPTIONS=halt_on_error=1:detect_leaks=1:strict_string_checks=1
 export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
+# The decode prefetch probe (kernels/cpu/cpu_stream_tuning.h) streams 3 GiB through instrumented
+# kernels in every process that builds a CPU backend; a fixed choice spares that here
+# (cpu_stream_tuning_test runs the probe itself).
+export MLASERVE_CPU_PREFETCH=${MLASERVE_CPU_PREFETCH:-t1:1}
 export TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:ignore_noninstrumented_modules=1:suppressions=$PWD/tests/tsan.supp"
 for kind in "${kinds[@]}"; do
   case "$kind" in
