@@ -79,7 +79,8 @@ StreamTuningChoice ProbeStreamTuning(const CpuContext& ctx) {
   for (size_t i = 0; i < kBytes / sizeof(uint16_t); ++i) b[i] = 0x3c00;  // bf16 0.0078125
   std::vector<float> a(kK, 1.0f), c(kRows);
 
-  constexpr StreamTuning kCandidates[] = {{0, false}, {1, true}, {2, true}, {1, false}, {2, false}};
+  constexpr StreamTuning kCandidates[] = {{0, false}, {1, true},  {4, true},
+                                          {1, false}, {2, false}, {4, false}};
   constexpr int kCount = sizeof(kCandidates) / sizeof(kCandidates[0]);
   SetStreamTuning(kCandidates[1]);
   TimePass(ctx, b, kRows, kK, a.data(), c.data());  // warm the pages and TLB

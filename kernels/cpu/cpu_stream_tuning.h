@@ -19,7 +19,8 @@
 namespace mlaserve {
 
 struct StreamTuning {
-  int ahead_tiles = 1;       // prefetch the weight rows this many tiles ahead; 0: no prefetch
+  int ahead_tiles = 1;       // prefetch weight rows this many tiles ahead (a single row's tile is
+                             // one weight row); 0: no prefetch
   bool non_temporal = true;  // prefetchnta (weights bypass L2/L3) or prefetcht1 (into L2)
 };
 
@@ -38,10 +39,10 @@ struct StreamTuningChoice {
 };
 
 // Chooses the tuning once per process and installs it: MLASERVE_CPU_PREFETCH (none | nta:N |
-// t1:N, N in 1..4) when set and valid; otherwise the probe (about 150 ms: 5 candidates x 5
-// interleaved passes over a 128 MiB bf16 matrix through `ctx`'s single-row decode GEMM on all of
-// its threads, each its own rows as in a decode step; the best median wins). Later calls return
-// the first choice.
+// t1:N, N in 1..4) when set and valid; otherwise the probe (about 200 ms: none, nta:1, nta:4,
+// t1:1, t1:2 and t1:4, 5 interleaved passes each over a 128 MiB bf16 matrix through `ctx`'s
+// single-row decode GEMM on all of its threads, each its own rows as in a decode step; the best
+// median wins). Later calls return the first choice.
 const StreamTuningChoice& TuneStreaming(const CpuContext& ctx);
 
 // The probe alone (it leaves the current tuning at its choice).

@@ -34,11 +34,11 @@ TEST(CpuStreamTuningTest, ProbePicksAMeasuredCandidate) {
   EXPECT_GT(choice.probe_gbps, 0.1);
   EXPECT_EQ(StreamTuningName(CurrentStreamTuning()), StreamTuningName(choice.tuning));
   const std::string name = StreamTuningName(choice.tuning);
-  EXPECT_TRUE(name == "none" || name == "nta:1" || name == "nta:2" || name == "t1:1" ||
-              name == "t1:2")
+  EXPECT_TRUE(name == "none" || name == "nta:1" || name == "nta:4" || name == "t1:1" ||
+              name == "t1:2" || name == "t1:4")
       << name;
   // Every candidate is reported, the chosen one at the rate it won with.
-  for (const char* c : {"none=", "nta:1=", "nta:2=", "t1:1=", "t1:2="}) {
+  for (const char* c : {"none=", "nta:1=", "nta:4=", "t1:1=", "t1:2=", "t1:4="}) {
     EXPECT_NE(choice.probe_table.find(c), std::string::npos) << c << " in " << choice.probe_table;
   }
   char chosen[48];
