@@ -285,6 +285,27 @@ nlohmann::ordered_json Report(const std::string& protocol,
   const int64_t input_tokens = int64_t{completed} * absl::GetFlag(FLAGS_prompt_tokens);
   const double decode_span_s = decode_end > decode_begin ? Seconds(decode_end - decode_begin) : 0;
   const double decode_tokens_per_s = decode_span_s > 0 ? decode_tokens / decode_span_s : 0;
+  // The same once every stream decodes: tokens that arrived after the latest first token, over
+  // the span from it to the latest last one (the steady batched rate; llama.cpp's parallel
+  // benchmark prefills all its prompts in one batch, so its two figures coincide). A chunk of n
+  // tokens counts at its arrival (itl_s spreads its gap over its n entries).
+  Clock::time_point all_begin = Clock::time_point::min();
+  for (const RequestResult& r : results) {
+    if (r.code == grpc::StatusCode::OK && r.output_tokens > 0) {
+      all_begin = std::max(all_begin, r.first_token);
+    }
+  }
+  int64_t all_tokens = 0;
+  for (const RequestResult& r : results) {
+    if (r.code != grpc::StatusCode::OK || r.output_tokens == 0) continue;
+    double t = Seconds(r.first_token - all_begin);
+    for (double gap : r.itl_s) {
+      t += gap;
+      all_tokens += t > 0 ? 1 : 0;
+    }
+  }
+  const double all_span_s = decode_end > all_begin ? Seconds(decode_end - all_begin) : 0;
+  const double all_streams_tokens_per_s = all_span_s > 0 ? all_tokens / all_span_s : 0;
   const Stats t = Summarize(ttft), i = Summarize(itl), e = Summarize(e2e);
   std::printf("%s\n", protocol.c_str());
   std::printf("%-28s %12d\n%-28s %12d\n%-28s %12.2f\n", "completed requests", completed,
@@ -294,6 +315,7 @@ nlohmann::ordered_json Report(const std::string& protocol,
               "input tokens/s", input_tokens / duration_s, "output tokens/s",
               output_tokens / duration_s);
   std::printf("%-28s %12.1f\n", "decode tokens/s (aggregate)", decode_tokens_per_s);
+  std::printf("%-28s %12.1f\n", "decode tok/s (all streams)", all_streams_tokens_per_s);
   std::printf("%-28s %12.1f\n%-28s %12.2f\n", "output chunks/s", chunks / duration_s,
               "tokens per chunk", chunks > 0 ? static_cast<double>(output_tokens) / chunks : 0.0);
   std::printf("\n%-10s %10s %10s %10s %10s\n", "latency", "mean ms", "p50 ms", "p90 ms", "p99 ms");
@@ -317,6 +339,7 @@ nlohmann::ordered_json Report(const std::string& protocol,
                                  {"output_tokens_per_s", output_tokens / duration_s},
                                  {"output_chunks_per_s", chunks / duration_s},
                                  {"decode_tokens_per_s", decode_tokens_per_s},
+                                 {"decode_tokens_per_s_all_streams", all_streams_tokens_per_s},
                                  {"ttft", StatsJson(t)},
                                  {"itl", StatsJson(i)},
                                  {"e2e", StatsJson(e)}};
