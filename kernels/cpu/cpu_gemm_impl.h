@@ -60,15 +60,9 @@ struct GemmImpl {
   // after it, the partner of the zero that pads the last bf16 pair.
   static void PackA(const GemmArgs& g, int64_t i0, int64_t mc, int64_t pc, int64_t kc,
                     float* ap) {
-    for (int64_t i = 0; i < mc; ++i) {
-      const float* src = Gemv::ARow(g, i0 + i) + pc;
-      float* dst = ap + i * kAStride;
-      if (g.a_bf16) {
-        for (int64_t l = 0; l < kc; ++l) dst[l] = RoundToBf16(src[l]);
-      } else {
-        for (int64_t l = 0; l < kc; ++l) dst[l] = src[l];
-      }
-      if (kc % 2 != 0) dst[kc] = 0.0f;
+    Gemv::CopyA(g, i0, mc, pc, kc, ap, kAStride);
+    if (kc % 2 != 0) {
+      for (int64_t i = 0; i < mc; ++i) ap[i * kAStride + kc] = 0.0f;
     }
   }
 

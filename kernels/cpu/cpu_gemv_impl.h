@@ -127,11 +127,12 @@ struct GemvImpl {
     int64_t pitch = 0;
   };
 
-  // Copies rows [0, m) of A, rounded as the kernel reads them, to dst at `pitch`.
-  static void CopyA(const GemmArgs& g, int64_t m, int64_t k0, int64_t kb, float* dst,
+  // Copies columns [k0, k0 + kb) of rows [i0, i0 + m) of A, rounded as the kernels read them
+  // (bf16 inputs), to dst at `pitch` (the packed GEMM's A blocks too).
+  static void CopyA(const GemmArgs& g, int64_t i0, int64_t m, int64_t k0, int64_t kb, float* dst,
                     int64_t pitch) {
     for (int64_t i = 0; i < m; ++i) {
-      const float* src = ARow(g, i) + k0;
+      const float* src = ARow(g, i0 + i) + k0;
       float* row = dst + i * pitch;
       if (g.a_bf16) {
         for (int64_t l = 0; l < kb; ++l) row[l] = RoundToBf16(src[l]);
@@ -162,7 +163,7 @@ struct GemvImpl {
       if (prepared.rows != nullptr) {
         for (int i = 0; i < M; ++i) a[i] = prepared.rows + i * prepared.pitch + k0;
       } else {
-        CopyA(g, M, k0, kb, scratch, kPitch);
+        CopyA(g, 0, M, k0, kb, scratch, kPitch);
         for (int i = 0; i < M; ++i) a[i] = scratch + i * kPitch;
       }
       int64_t j = g.n_begin;
@@ -201,7 +202,7 @@ struct GemvImpl {
     const int64_t pitch = (g.k + 15) / 16 * 16 + 16;
     PreparedA prepared;
     if (g.m * pitch <= kGemmScratchFloats) {
-      CopyA(g, g.m, 0, g.k, scratch, pitch);
+      CopyA(g, 0, g.m, 0, g.k, scratch, pitch);
       prepared = {scratch, pitch};
     }
     GemmArgs sub = g;
