@@ -13,11 +13,13 @@
 //   misuse: they fail (the error is also kept for Synchronize) and touch nothing.
 // - Gemm: f32 weights: cuBLAS f32 GEMM. bf16 weights with kBF16 activations: `a` is rounded
 //   into the bf16 staging buffer, then cuBLAS bf16 x bf16 -> f32. bf16 weights with f32
-//   activations: the project's tiled kernel reading bf16 weights directly (cuBLASLt with mixed
-//   input types is the hardware path to measure later).
-// - batch_invariant: every Gemm runs the tiled kernel, whose reduction order per output element
-//   is fixed whatever the row count; every other op reduces each row by itself with a fixed
-//   block size. cuBLAS's algorithm choice (which may depend on m) is therefore never used then.
+//   activations: calls of at most 8 rows (decode steps) stream the weights through the
+//   project's GEMV kernel (one warp per output column, 16-byte loads), larger ones through its
+//   tiled kernel, both reading bf16 weights directly.
+// - batch_invariant: GemmParams::decode_rows go through the GEMV kernel and the other rows
+//   through the tiled kernel, each with one reduction order per output element whatever else
+//   shares the call; every other op reduces each row by itself with a fixed block size.
+//   cuBLAS's algorithm choice (which may depend on m) is therefore never used then.
 //
 // Thread-compatible: one thread at a time, like every Backend.
 #ifndef MLASERVE_KERNELS_CUDA_CUDA_BACKEND_H_

@@ -3,6 +3,7 @@
 // Row-major out[m, n] = a[m, k] · b[n, k]ᵀ is column-major outᵀ[n, m] = bᵀ·a: cuBLAS sees b as a
 // column-major k x n matrix (ld = b's row stride) used transposed, a as a column-major k x m
 // matrix (ld = a's row stride) used as is, and writes an n x m matrix with ld = out's row stride.
+#include <algorithm>
 #include <cstdint>
 
 #include "kernels/check.h"
@@ -12,6 +13,10 @@
 
 namespace mlaserve::MLASERVE_CUDA_NS {
 namespace {
+
+// bf16 weights with f32 activations: calls of at most this many rows (one pass of the GEMV
+// kernel) stream the weights through it, more rows go through the tiled kernel.
+constexpr int64_t kGemvMaxRows = 8;
 
 // The problem of p with 2-D operands seen as batch 1 (batch stride 0).
 GemmProblem ProblemOf(const GemmParams& p, const GemmShape& s) {
@@ -33,6 +38,14 @@ GemmProblem ProblemOf(const GemmParams& p, const GemmShape& s) {
                      .k = s.k};
 }
 
+// Rows [row0, m) of g as a problem of their own.
+GemmProblem RowsFrom(GemmProblem g, int64_t row0) {
+  g.a += row0 * g.a_row_stride;
+  g.out += row0 * g.out_row_stride;
+  g.m -= row0;
+  return g;
+}
+
 // Whether cuBLAS accepts the problem's leading dimensions and sizes (int32 arguments).
 bool CublasCanRun(const GemmProblem& g) {
   constexpr int64_t kMax = INT32_MAX;
@@ -50,7 +63,17 @@ void CudaBackend::Gemm(const GemmParams& p) {
   const bool round = RoundsGemmInput(activation_dtype_, p.b.dtype());
   const bool staged = round && static_cast<uint64_t>(s.batch * s.m * s.k) * sizeof(__nv_bfloat16) <=
                                    kGemmStagingBytes;
-  if (batch_invariant_ || s.k == 0 || !CublasCanRun(g) || (g.b_bf16 && !staged)) {
+  if (batch_invariant_) {  // decode rows by the GEMV kernel, prompt rows by the tiled one
+    const int64_t d = std::clamp<int64_t>(p.decode_rows, 0, s.m);
+    Record(LaunchRowsGemv(g, 0, d, round, stream_), "Gemm (decode rows)");
+    if (d < s.m) Record(LaunchTiledGemm(RowsFrom(g, d), round, stream_), "Gemm");
+    return;
+  }
+  if (g.b_bf16 && !round && s.m <= kGemvMaxRows) {
+    Record(LaunchRowsGemv(g, 0, s.m, round, stream_), "Gemm (few rows)");
+    return;
+  }
+  if (s.k == 0 || !CublasCanRun(g) || (g.b_bf16 && !staged)) {
     Record(LaunchTiledGemm(g, round, stream_), "Gemm");
     return;
   }

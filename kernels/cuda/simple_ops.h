@@ -38,6 +38,11 @@ struct GemmProblem {
 // out = a · bᵀ by a shared-memory tiled kernel (f32 accumulation, one fixed reduction order per
 // output element whatever m is); with round_a, every a element is first rounded to bf16.
 cudaError_t LaunchTiledGemm(const GemmProblem& g, bool round_a, cudaStream_t stream);
+// Rows [row_begin, row_end) of out = a · bᵀ by one warp per output column (few rows: decode
+// steps). Each row's elements have one reduction order, whatever rows share the call (a different
+// order from LaunchTiledGemm's); with round_a, a is rounded to bf16 first. Other rows untouched.
+cudaError_t LaunchRowsGemv(const GemmProblem& g, int64_t row_begin, int64_t row_end,
+                           bool round_a, cudaStream_t stream);
 // dst[(bi * m + i) * k + l] = bf16(a[bi, i, l]) (nearest even): a packed into a contiguous bf16
 // staging buffer of batch * m * k elements.
 cudaError_t LaunchRoundToBf16(const GemmProblem& g, __nv_bfloat16* dst, cudaStream_t stream);

@@ -1,14 +1,16 @@
 // CudaBackend Gemm against the oracle over the CPU parity grid (odd m, n, k; bf16 and f32
 // weights): f32 weights go through cuBLAS's f32 GEMM, bf16 weights with f32 activations through
-// the tiled kernel, bf16 weights with bf16 activations through the bf16 staging buffer and
-// cuBLAS bf16 x bf16; batch-invariant backends always use the tiled kernel. Strided and batched
-// (per-head, transposed) views reach each path.
+// the GEMV kernel (at most 8 rows) or the tiled kernel, bf16 weights with bf16 activations
+// through the bf16 staging buffer and cuBLAS bf16 x bf16; batch-invariant backends use the GEMV
+// kernel for decode rows and the tiled kernel for the rest. Strided and batched (per-head,
+// transposed) views reach each path.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <memory>
 #include <random>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -122,6 +124,69 @@ TEST_F(CudaGemmTest, BatchInvariantRowsDoNotDependOnTheRowCount) {
         }
       }
     }
+  }
+}
+
+// With batch_invariant, rows [0, decode_rows) go through the GEMV kernel's order and the rest
+// through the tiled kernel's: a decode row's bits are those of the row computed alone, whatever
+// rows (decode or prompt) share the call and whether a is 16-byte aligned (k % 8 == 0 takes the
+// vector loads, otherwise scalar ones); prompt rows keep the tiled bits; all match the oracle.
+TEST_F(CudaGemmTest, BatchInvariantDecodeRowsDoNotDependOnTheirCompany) {
+  std::mt19937 rng(17);
+  constexpr int64_t kRows = 40;
+  for (bool bf16_act : {false, true}) {
+    absl::StatusOr<std::unique_ptr<Backend>> made = NewTestCudaBackend(
+        {.batch_invariant = true, .activation_dtype = bf16_act ? DType::kBF16 : DType::kF32});
+    ASSERT_TRUE(made.ok()) << made.status();
+    Backend& gpu = **made;
+    Backend& oracle = bf16_act ? ref_bf16() : ref();
+    for (DType w : {DType::kBF16, DType::kF32}) {
+      for (auto [n, k] : {std::pair<int64_t, int64_t>{130, 1024}, {29, 1304}, {37, 257}, {64, 8}}) {
+        const std::string what = What(w, kRows, n, k) + (bf16_act ? " bf16 activations" : "");
+        // a sits one column into a wider matrix as well, so its rows are misaligned there.
+        TestTensor wide = RandomTensor(ref(), rng, DType::kF32, {kRows, k + 1});
+        TestTensor b = RandomTensor(ref(), rng, w, {n, k});
+        TestTensor a = TestTensor(ref(), DType::kF32, {kRows, k});
+        std::vector<float> a_values = wide.Read(), packed;
+        for (int64_t i = 0; i < kRows; ++i) {
+          packed.insert(packed.end(), a_values.begin() + i * (k + 1) + 1,
+                        a_values.begin() + (i + 1) * (k + 1));
+        }
+        a.Write(packed);
+        TestTensor out_ref(ref(), DType::kF32, {kRows, n});
+        oracle.Gemm({.a = a.view(), .b = b.view(), .out = out_ref.view()});
+        TestTensor a_gpu = a.CloneTo(gpu), wide_gpu = wide.CloneTo(gpu), b_gpu = b.CloneTo(gpu);
+        auto run = [&](TensorView a_view, int64_t m, int64_t decode_rows) {
+          TestTensor out(gpu, DType::kF32, {m, n});
+          gpu.Gemm({.a = a_view.Slice(0, 0, m), .b = b_gpu.view(), .out = out.view(),
+                    .decode_rows = decode_rows});
+          return out.Read();
+        };
+        const std::vector<float> tiled = run(a_gpu.view(), kRows, 0);
+        std::vector<float> alone;
+        for (int64_t i = 0; i < kRows; ++i) {
+          TestTensor out(gpu, DType::kF32, {1, n});
+          gpu.Gemm({.a = a_gpu.view().Slice(0, i, 1), .b = b_gpu.view(), .out = out.view(),
+                    .decode_rows = 1});
+          const std::vector<float> row = out.Read();
+          alone.insert(alone.end(), row.begin(), row.end());
+        }
+        ExpectClose(alone, out_ref.Read(), Atol(k), 1e-5, what + " decode rows", out_ref.shape());
+        ExpectClose(tiled, out_ref.Read(), Atol(k), 1e-5, what + " prompt rows", out_ref.shape());
+        const TensorView misaligned = wide_gpu.view().Slice(1, 1, k);
+        for (auto [m, d, a_view] : {std::tuple<int64_t, int64_t, TensorView>{kRows, kRows, a_gpu.view()},
+                                    {kRows, 5, a_gpu.view()}, {17, 16, a_gpu.view()},
+                                    {kRows, 33, misaligned}, {9, 9, misaligned}}) {
+          const std::vector<float> got = run(a_view, m, d);
+          for (int64_t i = 0; i < m * n; ++i) {
+            const float want = i / n < d ? alone[i] : tiled[i];
+            ASSERT_EQ(got[i], want) << what << " m=" << m << " decode_rows=" << d << " element "
+                                    << i;
+          }
+        }
+      }
+    }
+    EXPECT_TRUE(gpu.Synchronize().ok());
   }
 }
 
