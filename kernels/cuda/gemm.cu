@@ -11,7 +11,7 @@
 //   decode step. Grid: (ceil(n/4), batch); block: 4 warps, warp w owning output column
 //   blockIdx.x * 4 + w for every row. Lane l takes the 8-element k groups l, l + 32, l + 64, ...
 //   of the column's weight row (one 16-byte load each when b and a are aligned and k % 8 == 0,
-//   four groups in flight) and sums, per row, its products in increasing k order with fmaf; the
+//   the kernel's kFull instance; four groups in flight) and sums, per row, its products in increasing k order with fmaf; the
 //   32 lane sums then meet in a fixed xor-shuffle tree. Rows go 8 at a time, each with its own accumulator, so a row's
 //   result depends on its own data alone, never on how many rows share the call: batch
 //   invariant (a second order, distinct from the tiled kernel's, for decode rows). No shared
@@ -79,37 +79,43 @@ __device__ inline void LoadGroup(const void* row, bool bf16, bool vec, int64_t e
     v[0] = lo.x, v[1] = lo.y, v[2] = lo.z, v[3] = lo.w;
     v[4] = hi.x, v[5] = hi.y, v[6] = hi.z, v[7] = hi.w;
   } else {
-    for (int i = 0; i < kGroup && e0 + i < k; ++i) v[i] = LoadAsF32(row, bf16, e0 + i);
+    for (int i = 0; i < kGroup; ++i) {
+      if (e0 + i < k) v[i] = LoadAsF32(row, bf16, e0 + i);
+    }
   }
 }
 
 // Adds to acc[r], for each of the first `rows` rows of a, the products with the N weight groups
 // at e0, e0 + 256, ... (each starting inside k), group by group in increasing k order. The N
 // weight loads are issued before any arithmetic, so N 16-byte loads per lane are in flight.
-template <int N>
-__device__ inline void AccumulateGroups(const void* b_row, bool b_bf16, bool vec_b, const float* a,
-                                        int64_t a_row_stride, bool vec_a, bool round_a, int rows,
-                                        int64_t e0, int64_t k, float acc[kGemvRows]) {
+// kFull: every group lies inside k and both operands take 16-byte loads. Every loop has a
+// constant trip count, so the arrays stay in registers.
+template <int N, bool kFull>
+__device__ inline void AccumulateGroups(const void* b_row, bool b_bf16, const float* a,
+                                        int64_t a_row_stride, bool round_a, int rows, int64_t e0,
+                                        int64_t k, float acc[kGemvRows]) {
   constexpr int64_t kStride = 32 * kGroup;
   float w[N][kGroup];
-  for (int j = 0; j < N; ++j) LoadGroup(b_row, b_bf16, vec_b, e0 + j * kStride, k, w[j]);
+  for (int j = 0; j < N; ++j) LoadGroup(b_row, b_bf16, kFull, e0 + j * kStride, k, w[j]);
   for (int r = 0; r < kGemvRows; ++r) {
-    if (r >= rows) break;
-    for (int j = 0; j < N; ++j) {
-      const int64_t ej = e0 + j * kStride;
-      const int valid = static_cast<int>(k - ej < kGroup ? k - ej : kGroup);
-      float x[kGroup];
-      LoadGroup(a + r * a_row_stride, false, vec_a, ej, k, x);
-      for (int i = 0; i < valid; ++i) {
-        const float xv = round_a ? __bfloat162float(__float2bfloat16(x[i])) : x[i];
-        acc[r] = fmaf(xv, w[j][i], acc[r]);
+    if (r < rows) {
+      for (int j = 0; j < N; ++j) {
+        const int64_t ej = e0 + j * kStride;
+        float x[kGroup];
+        LoadGroup(a + r * a_row_stride, false, kFull, ej, k, x);
+        for (int i = 0; i < kGroup; ++i) {
+          if (kFull || ej + i < k) {
+            const float xv = round_a ? __bfloat162float(__float2bfloat16(x[i])) : x[i];
+            acc[r] = fmaf(xv, w[j][i], acc[r]);
+          }
+        }
       }
     }
   }
 }
 
-__global__ void RowsGemvKernel(GemmProblem g, int64_t row_begin, int64_t row_end, bool round_a,
-                               bool vec_a, bool vec_b) {
+template <bool kFull>
+__global__ void RowsGemvKernel(GemmProblem g, int64_t row_begin, int64_t row_end, bool round_a) {
   constexpr int kUnroll = 4;
   constexpr int64_t kStride = 32 * kGroup;
   const int lane = static_cast<int>(threadIdx.x) % 32;
@@ -127,12 +133,11 @@ __global__ void RowsGemvKernel(GemmProblem g, int64_t row_begin, int64_t row_end
     float acc[kGemvRows] = {};
     int64_t e0 = static_cast<int64_t>(lane) * kGroup;
     for (; e0 + (kUnroll - 1) * kStride < g.k; e0 += kUnroll * kStride) {
-      AccumulateGroups<kUnroll>(b_row, g.b_bf16, vec_b, a, g.a_row_stride, vec_a, round_a, rows,
-                                e0, g.k, acc);
+      AccumulateGroups<kUnroll, kFull>(b_row, g.b_bf16, a, g.a_row_stride, round_a, rows, e0,
+                                       g.k, acc);
     }
     for (; e0 < g.k; e0 += kStride) {
-      AccumulateGroups<1>(b_row, g.b_bf16, vec_b, a, g.a_row_stride, vec_a, round_a, rows, e0,
-                          g.k, acc);
+      AccumulateGroups<1, kFull>(b_row, g.b_bf16, a, g.a_row_stride, round_a, rows, e0, g.k, acc);
     }
     for (int r = 0; r < kGemvRows; ++r) {
       for (int offset = 16; offset > 0; offset /= 2) {
@@ -175,8 +180,11 @@ cudaError_t LaunchRowsGemv(const GemmProblem& g, int64_t row_begin, int64_t row_
                      g.a_batch_stride % 4 == 0;
   const dim3 grid(static_cast<unsigned>((g.n + kGemvWarps - 1) / kGemvWarps),
                   static_cast<unsigned>(g.batch));
-  return Launch(RowsGemvKernel, grid, dim3(32 * kGemvWarps), 0, stream, g, row_begin, row_end,
-                round_a, vec_a, vec_b);
+  const dim3 block(32 * kGemvWarps);
+  if (vec_a && vec_b) {
+    return Launch(RowsGemvKernel<true>, grid, block, 0, stream, g, row_begin, row_end, round_a);
+  }
+  return Launch(RowsGemvKernel<false>, grid, block, 0, stream, g, row_begin, row_end, round_a);
 }
 
 cudaError_t LaunchRoundToBf16(const GemmProblem& g, __nv_bfloat16* dst, cudaStream_t stream) {
