@@ -247,7 +247,7 @@ void CudaBackend::SampleTokens(const SampleTokensParams& p) {
 }
 
 void CudaBackend::MoeExperts(const MoeExpertsParams& p) {
-  Record(LaunchMoeExperts(p, activation_dtype_, cublas_, stream_), "MoeExperts");
+  Record(LaunchMoeExperts(p, activation_dtype_, batch_invariant_, cublas_, stream_), "MoeExperts");
 }
 
 void CudaBackend::BeginCapture() {

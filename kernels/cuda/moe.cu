@@ -20,10 +20,18 @@
 //   zero-filled; every token's output row is written (zeros without pairs). The number of
 //   aligned rows is read on the device (num_tokens_post_pad), so the launches replay from a
 //   graph. CUDA cores only: no tensor-core (mma) path.
+// - Experts of decode tokens: ExpertGemvKernel computes the same products with one warp per
+//   (aligned block, weight row), streaming the row once per 4 selected rows of the block with
+//   16-byte loads (gemv.cuh) instead of a CTA's 16-row tile that a lone decode row leaves mostly
+//   idle. Batch invariant: the rows of decode tokens (MoeExpertsParams::decode_tokens) take it
+//   and the other rows the tiled kernel, each kernel one order per element; otherwise calls
+//   averaging at most 4 rows per expert take it for every row.
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 
 #include "kernels/check.h"
+#include "kernels/cuda/gemv.cuh"
 #include "kernels/cuda/kernel_util.cuh"
 #include "kernels/cuda/launch.cuh"
 #include "kernels/cuda/moe_ops.h"
@@ -39,6 +47,9 @@ constexpr int kThreads = 128;
 constexpr int kTile = 16;   // rows of an expert GEMM tile, and its threads per dimension
 constexpr int kTileN = 64;  // its columns (four per thread)
 constexpr int kTileK = 64;  // its depth per shared-memory refill
+constexpr int kGemvWarps = 4;  // output columns per ExpertGemvKernel block, one warp each
+// Without batch invariance, calls averaging at most this many rows per expert take the GEMV.
+constexpr int64_t kExpertGemvRowsPerExpert = 4;
 
 struct RouteArgs {
   int num_experts, top_k, n_group, topk_group;
@@ -291,7 +302,20 @@ struct ExpertGemm {
   int64_t n, k;
   float* out;
   int64_t out_s0;
+  // Rows whose token (pair / top_k) lies outside [min_token, max_token) are left to the other
+  // kernel: neither computed nor written here.
+  int64_t min_token, max_token;
 };
+
+// Whether aligned row r is a pair (not padding) whose token this launch computes.
+__device__ inline bool RowSelected(const ExpertRows& rows, const ExpertGemm& g, int64_t r,
+                                   int32_t* pair_out) {
+  const int32_t pair = rows.sorted[r * rows.sorted_s0];
+  *pair_out = pair;
+  if (pair == rows.num_pairs) return false;
+  const int64_t token = pair / rows.top_k;
+  return token >= g.min_token && token < g.max_token;
+}
 
 __global__ void ExpertGemmKernel(ExpertRows rows, ExpertGemm g) {
   MLASERVE_SHARED(float, a_tile, [kTile][kTileK + 1]);
@@ -305,9 +329,8 @@ __global__ void ExpertGemmKernel(ExpertRows rows, ExpertGemm g) {
   for (int64_t r0 = first; r0 < first + rows.block; r0 += kTile) {
     // Thread (x, y) loads and owns row r0 + y; it loads columns x + kTile q of the tiles.
     const int64_t r = r0 + ty;
-    const int32_t pair = r < first + rows.block ? rows.sorted[r * rows.sorted_s0]
-                                                : static_cast<int32_t>(rows.num_pairs);
-    const bool live = pair != rows.num_pairs;
+    int32_t pair = static_cast<int32_t>(rows.num_pairs);
+    const bool live = r < first + rows.block && RowSelected(rows, g, r, &pair);
     const float* in_row =
         g.in + (live ? (g.gather_tokens ? pair / rows.top_k : r) : int64_t{0}) * g.in_s0;
     float acc[kCols] = {};
@@ -334,6 +357,50 @@ __global__ void ExpertGemmKernel(ExpertRows rows, ExpertGemm g) {
     for (int j = 0; j < kCols; ++j) {
       const int64_t col = col0 + tx + kTile * j;
       if (col < g.n) g.out[r * g.out_s0 + col] = acc[j];
+    }
+  }
+}
+
+// The same products as ExpertGemmKernel for the few rows of decode tokens, by WarpDotRows
+// (gemv.cuh: each weight row streamed once per 4 selected rows of its block, by one warp, with
+// 16-byte loads; its own fixed order per element). Grid: (aligned blocks, ceil(n / 4)); block:
+// 4 warps, warp w owning column blockIdx.y * 4 + w of every selected row of the block.
+template <bool kFull>
+__global__ void __launch_bounds__(32 * kGemvWarps) ExpertGemvKernel(ExpertRows rows, ExpertGemm g) {
+  constexpr int kRows = 4;
+  const int64_t first = static_cast<int64_t>(blockIdx.x) * rows.block;
+  if (first >= rows.post_pad[0]) return;  // the whole CTA: past the aligned rows
+  const int64_t col = static_cast<int64_t>(blockIdx.y) * kGemvWarps + threadIdx.x / 32;
+  if (col >= g.n) return;  // the whole warp leaves together
+  const int64_t e = rows.block_expert[blockIdx.x * rows.be_s0];
+  const int64_t w_offset = (e * g.n + col) * g.k;
+  const void* w_row = g.w_bf16 ? static_cast<const void*>(
+                                     static_cast<const __nv_bfloat16*>(g.w) + w_offset)
+                               : static_cast<const void*>(static_cast<const float*>(g.w) + w_offset);
+  const int64_t end = first + rows.block;
+  int64_t r = first;
+  while (true) {
+    // The next kRows selected rows of the block (the same on every lane).
+    const float* a_rows[kRows];
+    int64_t out_rows[kRows];
+    int count = 0;
+    for (int c = 0; c < kRows; ++c) {
+      int32_t pair = 0;
+      while (r < end && !RowSelected(rows, g, r, &pair)) ++r;
+      a_rows[c] = g.in;
+      out_rows[c] = 0;
+      if (r < end) {
+        a_rows[c] = g.in + (g.gather_tokens ? pair / rows.top_k : r) * g.in_s0;
+        out_rows[c] = r++;
+        count = c + 1;
+      }
+    }
+    if (count == 0) return;
+    float acc[kRows];
+    WarpDotRows<kFull, kRows>(w_row, g.w_bf16, a_rows, g.round_in, count, g.k, acc);
+    if (threadIdx.x % 32 != 0) continue;
+    for (int c = 0; c < kRows; ++c) {
+      if (c < count) g.out[out_rows[c] * g.out_s0 + col] = acc[c];
     }
   }
 }
@@ -370,6 +437,30 @@ __global__ void CombineKernel(ExpertRows rows, const float* weights, int64_t w_s
     }
     out[t * out_s0 + c] = sum;
   }
+}
+
+// One expert projection: tokens [0, gemv_tokens) through ExpertGemvKernel, the rest through
+// ExpertGemmKernel.
+cudaError_t LaunchExpertProjection(const ExpertRows& rows, ExpertGemm g, int64_t gemv_tokens,
+                                   int64_t num_tokens, unsigned aligned_blocks,
+                                   cudaStream_t stream) {
+  if (gemv_tokens > 0) {
+    g.min_token = 0;
+    g.max_token = gemv_tokens;
+    const dim3 grid(aligned_blocks, static_cast<unsigned>((g.n + kGemvWarps - 1) / kGemvWarps));
+    const int64_t w_size = g.w_bf16 ? 2 : 4;
+    const bool full = g.k % kGemvGroup == 0 && Aligned16(g.w) && (g.k * w_size) % 16 == 0 &&
+                      Aligned16(g.in) && g.in_s0 % 4 == 0;
+    const cudaError_t e =
+        full ? Launch(ExpertGemvKernel<true>, grid, dim3(32 * kGemvWarps), 0, stream, rows, g)
+             : Launch(ExpertGemvKernel<false>, grid, dim3(32 * kGemvWarps), 0, stream, rows, g);
+    if (e != cudaSuccess) return e;
+  }
+  if (gemv_tokens >= num_tokens) return cudaSuccess;
+  g.min_token = gemv_tokens;
+  g.max_token = num_tokens;
+  return Launch(ExpertGemmKernel, dim3(aligned_blocks, static_cast<unsigned>((g.n + kTileN - 1) / kTileN)),
+                dim3(kTile, kTile), 0, stream, rows, g);
 }
 
 }  // namespace
@@ -439,8 +530,8 @@ cudaError_t LaunchMoeAlignBlockSize(const MoeAlignParams& p, cudaStream_t stream
                 p.num_tokens_post_pad.ptr<int32_t>());
 }
 
-cudaError_t LaunchMoeExperts(const MoeExpertsParams& p, DType activation_dtype, cublasHandle_t,
-                             cudaStream_t stream) {
+cudaError_t LaunchMoeExperts(const MoeExpertsParams& p, DType activation_dtype,
+                             bool batch_invariant, cublasHandle_t, cudaStream_t stream) {
   CheckTensor(p.x, "MoeExperts.x", DType::kF32, {kAnyDim, kAnyDim});
   const int64_t num_tokens = p.x.size(0), hidden = p.x.size(1);
   CheckTensor(p.w13, "MoeExperts.w13", kWeightDTypes, {kAnyDim, kAnyDim, hidden});
@@ -471,7 +562,13 @@ cudaError_t LaunchMoeExperts(const MoeExpertsParams& p, DType activation_dtype, 
                         num_tokens * top_k,
                         top_k};
   const unsigned aligned_blocks = static_cast<unsigned>((len + p.block_size - 1) / p.block_size);
-  auto tiles = [](int64_t n) { return static_cast<unsigned>((n + kTileN - 1) / kTileN); };
+  // Tokens that take the GEMV kernel: the decode tokens when batch invariant (one order for
+  // them whatever shares the step); otherwise every token of a call whose experts get few rows
+  // each on average.
+  const int64_t gemv_tokens =
+      batch_invariant ? std::clamp<int64_t>(p.decode_tokens, 0, num_tokens)
+      : num_tokens * top_k <= kExpertGemvRowsPerExpert * num_experts ? num_tokens
+                                                                     : 0;
   const ExpertGemm gate_up{p.x.ptr<const float>(),
                            p.x.stride(0),
                            /*gather_tokens=*/true,
@@ -481,9 +578,11 @@ cudaError_t LaunchMoeExperts(const MoeExpertsParams& p, DType activation_dtype, 
                            2 * inter,
                            hidden,
                            p.workspace_gate_up.ptr<float>(),
-                           p.workspace_gate_up.stride(0)};
-  cudaError_t e = Launch(ExpertGemmKernel, dim3(aligned_blocks, tiles(2 * inter)),
-                         dim3(kTile, kTile), 0, stream, rows, gate_up);
+                           p.workspace_gate_up.stride(0),
+                           0,
+                           num_tokens};
+  cudaError_t e =
+      LaunchExpertProjection(rows, gate_up, gemv_tokens, num_tokens, aligned_blocks, stream);
   if (e != cudaSuccess) return e;
   e = Launch(SiluMulRowsKernel, dim3(static_cast<unsigned>(len)), dim3(kThreads), 0, stream, rows,
              p.workspace_gate_up.ptr<const float>(), p.workspace_gate_up.stride(0), inter,
@@ -498,9 +597,10 @@ cudaError_t LaunchMoeExperts(const MoeExpertsParams& p, DType activation_dtype, 
                         hidden,
                         inter,
                         p.workspace_down.ptr<float>(),
-                        p.workspace_down.stride(0)};
-  e = Launch(ExpertGemmKernel, dim3(aligned_blocks, tiles(hidden)), dim3(kTile, kTile), 0, stream,
-             rows, down);
+                        p.workspace_down.stride(0),
+                        0,
+                        num_tokens};
+  e = LaunchExpertProjection(rows, down, gemv_tokens, num_tokens, aligned_blocks, stream);
   if (e != cudaSuccess) return e;
   return Launch(CombineKernel, dim3(static_cast<unsigned>(num_tokens)), dim3(kThreads), 0, stream,
                 rows, p.topk_weights.ptr<const float>(), p.topk_weights.stride(0),

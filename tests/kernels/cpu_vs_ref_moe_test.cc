@@ -17,6 +17,10 @@ TEST_P(CpuMoeTest, AlignMatchesRefExactly) { ExpectMoeAlignMatchesRefExactly(par
 
 TEST_P(CpuMoeTest, ExpertsMatchRef) { ExpectMoeExpertsMatchRef(parity()); }
 
+TEST_P(CpuMoeTest, BatchInvariantDecodeTokensDoNotDependOnTheirCompany) {
+  ExpectMoeExpertsDecodeTokensInvariant(ref(), cpu_invariant());
+}
+
 MLASERVE_INSTANTIATE_CPU_ISAS(CpuMoeTest);
 
 }  // namespace

@@ -17,5 +17,9 @@ TEST_F(CudaMoeTest, AlignMatchesRefExactly) { ExpectMoeAlignMatchesRefExactly(pa
 
 TEST_F(CudaMoeTest, ExpertsMatchRef) { ExpectMoeExpertsMatchRef(parity()); }
 
+TEST_F(CudaMoeTest, BatchInvariantDecodeTokensDoNotDependOnTheirCompany) {
+  ExpectMoeExpertsDecodeTokensInvariant(ref(), cuda_invariant());
+}
+
 }  // namespace
 }  // namespace mlaserve::test

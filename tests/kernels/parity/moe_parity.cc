@@ -55,6 +55,36 @@ struct ExpertsCase {
   int block;
 };
 
+// MoeExperts on `b` (its inputs already there) with fresh workspaces; the output, read back.
+std::vector<float> RunExperts(Backend& b, const ExpertsCase& c, const TestTensor& x,
+                              const TestTensor& w13, const TestTensor& w2,
+                              const TestTensor& weights, const Aligned& a,
+                              int64_t decode_tokens = 0) {
+  const int64_t len = c.tokens * c.top_k + c.experts * (c.block - 1);
+  TestTensor gate_up(b, DType::kF32, {len, 2 * c.inter}), act(b, DType::kF32, {len, c.inter});
+  TestTensor down(b, DType::kF32, {len, c.hidden}), out(b, DType::kF32, {c.tokens, c.hidden});
+  b.MoeExperts({.x = x.view(),
+                .w13 = w13.view(),
+                .w2 = w2.view(),
+                .topk_weights = weights.view(),
+                .sorted_ids = a.sorted.view(),
+                .block_expert_ids = a.blocks.view(),
+                .expert_offsets = a.offsets.view(),
+                .num_tokens_post_pad = a.post_pad.view(),
+                .block_size = c.block,
+                .workspace_gate_up = gate_up.view(),
+                .workspace_act = act.view(),
+                .workspace_down = down.view(),
+                .out = out.view(),
+                .decode_tokens = decode_tokens});
+  return out.Read();
+}
+
+Aligned CloneAligned(const Aligned& a, Backend& to) {
+  return {a.sorted.CloneTo(to), a.blocks.CloneTo(to), a.offsets.CloneTo(to),
+          a.post_pad.CloneTo(to)};
+}
+
 }  // namespace
 
 void ExpectMoeRouteMatchesRef(const ParityBackends& b) {
@@ -144,7 +174,7 @@ void ExpectMoeExpertsMatchRef(const ParityBackends& b) {
   const std::vector<ExpertsCase> cases = {
       {1, 1, 1, 16, 8, 1},      {8, 2, 63, 130, 72, 16},   {8, 8, 65, 33, 17, 4},
       {64, 6, 64, 130, 72, 16}, {8, 6, 1, 2048, 1408, 16}, {256, 8, 5, 64, 40, 16},
-      {8, 6, 200, 96, 64, 1},
+      {8, 6, 200, 96, 64, 1},   {8, 2, 3, 33, 17, 4},
   };
   for (DType wdt : {DType::kBF16, DType::kF32}) {
     for (const ExpertsCase& c : cases) {
@@ -158,30 +188,12 @@ void ExpectMoeExpertsMatchRef(const ParityBackends& b) {
       TestTensor w13 = RandomTensor(b.ref, rng, wdt, {c.experts, 2 * c.inter, c.hidden}, -r13, r13);
       TestTensor w2 = RandomTensor(b.ref, rng, wdt, {c.experts, c.hidden, c.inter}, -r2, r2);
       TestTensor weights = RandomTensor(b.ref, rng, DType::kF32, {c.tokens, c.top_k}, 0, 1);
-      auto run = [&](Backend& b, const TestTensor& x, const TestTensor& w13, const TestTensor& w2,
-                     const TestTensor& weights, const Aligned& a) {
-        TestTensor gate_up(b, DType::kF32, {len, 2 * c.inter}), act(b, DType::kF32, {len, c.inter});
-        TestTensor down(b, DType::kF32, {len, c.hidden}), out(b, DType::kF32, {c.tokens, c.hidden});
-        b.MoeExperts({.x = x.view(),
-                      .w13 = w13.view(),
-                      .w2 = w2.view(),
-                      .topk_weights = weights.view(),
-                      .sorted_ids = a.sorted.view(),
-                      .block_expert_ids = a.blocks.view(),
-                      .expert_offsets = a.offsets.view(),
-                      .num_tokens_post_pad = a.post_pad.view(),
-                      .block_size = c.block,
-                      .workspace_gate_up = gate_up.view(),
-                      .workspace_act = act.view(),
-                      .workspace_down = down.view(),
-                      .out = out.view()});
-        return out.Read();
+      auto run = [&](Backend& to, const Aligned& aligned) {
+        return RunExperts(to, c, x.CloneTo(to), w13.CloneTo(to), w2.CloneTo(to),
+                          weights.CloneTo(to), aligned);
       };
-      const std::vector<float> expected = run(b.ref, x, w13, w2, weights, a);
-      Aligned a_c{a.sorted.CloneTo(b.dut), a.blocks.CloneTo(b.dut), a.offsets.CloneTo(b.dut),
-                  a.post_pad.CloneTo(b.dut)};
-      const std::vector<float> actual = run(b.dut, x.CloneTo(b.dut), w13.CloneTo(b.dut),
-                                            w2.CloneTo(b.dut), weights.CloneTo(b.dut), a_c);
+      const std::vector<float> expected = run(b.ref, a);
+      const std::vector<float> actual = run(b.dut, CloneAligned(a, b.dut));
       const std::string what = std::string(DTypeName(wdt)) + " " + std::to_string(c.experts) +
                                "e top" + std::to_string(c.top_k) + " t" + std::to_string(c.tokens);
       ExpectClose(actual, expected, 1e-5, 1e-4, what);
@@ -193,12 +205,8 @@ void ExpectMoeExpertsMatchRef(const ParityBackends& b) {
       // down-projection sum by at most 2^-8 of |act| * |w2|: the tolerance allows one such term
       // per pair. Rounding itself moves results far more than that, which the last check uses
       // to tell a rounding kernel from one that does not round.
-      const std::vector<float> expected_bf16 = run(b.ref_bf16, x, w13, w2, weights, a);
-      Aligned a_b{a.sorted.CloneTo(b.dut_bf16), a.blocks.CloneTo(b.dut_bf16),
-                  a.offsets.CloneTo(b.dut_bf16), a.post_pad.CloneTo(b.dut_bf16)};
-      const std::vector<float> actual_bf16 =
-          run(b.dut_bf16, x.CloneTo(b.dut_bf16), w13.CloneTo(b.dut_bf16), w2.CloneTo(b.dut_bf16),
-              weights.CloneTo(b.dut_bf16), a_b);
+      const std::vector<float> expected_bf16 = run(b.ref_bf16, a);
+      const std::vector<float> actual_bf16 = run(b.dut_bf16, CloneAligned(a, b.dut_bf16));
       const double one_flip = c.top_k * std::ldexp(4.0 * r2, -8);
       ExpectClose(actual_bf16, expected_bf16, 1e-5 + one_flip, 1e-4, what + " bf16 activations");
       if (wdt == DType::kBF16 && c.hidden * c.inter >= 64 * 40) {
@@ -211,6 +219,63 @@ void ExpectMoeExpertsMatchRef(const ParityBackends& b) {
       }
     }
   }
+}
+
+// A decode token's output is the same bit for bit whether it is computed alone or beside other
+// decode and prompt tokens (rows [0, decode_tokens) of the call), and a prompt token's output
+// does not depend on how many tokens before it are decodes; both match the oracle. Small aligned
+// blocks mix decode and prompt rows of one expert; k % 8 == 0 and odd k both appear.
+void ExpectMoeExpertsDecodeTokensInvariant(Backend& ref, Backend& invariant) {
+  std::mt19937 rng(47);
+  for (DType wdt : {DType::kBF16, DType::kF32}) {
+    for (const ExpertsCase& c : {ExpertsCase{8, 2, 12, 64, 40, 4}, ExpertsCase{6, 3, 9, 33, 17, 2}}) {
+      const std::string what = std::string(DTypeName(wdt)) + " hidden " + std::to_string(c.hidden);
+      const int64_t len = c.tokens * c.top_k + c.experts * (c.block - 1);
+      const std::vector<int32_t> topk = RandomTopk(rng, c.tokens, c.experts, c.top_k);
+      TestTensor ids = IntTensor(ref, {c.tokens, c.top_k}, topk);
+      TestTensor x = RandomTensor(ref, rng, DType::kF32, {c.tokens, c.hidden});
+      const float r13 = std::sqrt(3.0f / c.hidden), r2 = std::sqrt(3.0f / c.inter);
+      TestTensor w13 = RandomTensor(ref, rng, wdt, {c.experts, 2 * c.inter, c.hidden}, -r13, r13);
+      TestTensor w2 = RandomTensor(ref, rng, wdt, {c.experts, c.hidden, c.inter}, -r2, r2);
+      TestTensor weights = RandomTensor(ref, rng, DType::kF32, {c.tokens, c.top_k}, 0, 1);
+      const Aligned a = Align(ref, ids, c.experts, c.block, len);
+      const std::vector<float> expected = RunExperts(ref, c, x, w13, w2, weights, a);
+      TestTensor w13_d = w13.CloneTo(invariant), w2_d = w2.CloneTo(invariant);
+      auto run_all = [&](int64_t decode_tokens) {
+        return RunExperts(invariant, c, x.CloneTo(invariant), w13_d, w2_d,
+                          weights.CloneTo(invariant), CloneAligned(a, invariant), decode_tokens);
+      };
+      const std::vector<float> prompt = run_all(0);
+      ExpectClose(prompt, expected, 1e-5, 1e-4, what + " all prompt");
+      // Each token alone, as the one decode of its call.
+      std::vector<float> alone;
+      const std::vector<float> x_all = x.Read(), w_all = weights.Read();
+      for (int64_t t = 0; t < c.tokens; ++t) {
+        ExpertsCase one = c;
+        one.tokens = 1;
+        const int64_t len1 = c.top_k + c.experts * (c.block - 1);
+        TestTensor ids1 = IntTensor(ref, {1, c.top_k},
+                                    std::vector<int32_t>(topk.begin() + t * c.top_k,
+                                                         topk.begin() + (t + 1) * c.top_k));
+        TestTensor x1(ref, DType::kF32, {1, c.hidden}), w1(ref, DType::kF32, {1, c.top_k});
+        x1.Write(std::vector<float>(x_all.begin() + t * c.hidden, x_all.begin() + (t + 1) * c.hidden));
+        w1.Write(std::vector<float>(w_all.begin() + t * c.top_k, w_all.begin() + (t + 1) * c.top_k));
+        const Aligned a1 = Align(ref, ids1, c.experts, c.block, len1);
+        const std::vector<float> row = RunExperts(invariant, one, x1.CloneTo(invariant), w13_d, w2_d,
+                                                  w1.CloneTo(invariant), CloneAligned(a1, invariant), 1);
+        alone.insert(alone.end(), row.begin(), row.end());
+      }
+      ExpectClose(alone, expected, 1e-5, 1e-4, what + " decode tokens alone");
+      for (int64_t d : {c.tokens, int64_t{5}, int64_t{1}}) {
+        const std::vector<float> got = run_all(d);
+        for (int64_t i = 0; i < c.tokens * c.hidden; ++i) {
+          const float want = i / c.hidden < d ? alone[i] : prompt[i];
+          ASSERT_EQ(got[i], want) << what << " decode_tokens=" << d << " element " << i;
+        }
+      }
+    }
+  }
+  EXPECT_TRUE(invariant.Synchronize().ok());
 }
 
 }  // namespace mlaserve::test

@@ -38,6 +38,9 @@ void ExpectMlaDecodeMatchesRef(const ParityBackends& b);
 void ExpectMoeRouteMatchesRef(const ParityBackends& b);
 void ExpectMoeAlignMatchesRefExactly(const ParityBackends& b);
 void ExpectMoeExpertsMatchRef(const ParityBackends& b);
+// `invariant` is a batch-invariant backend: decode tokens' rows (MoeExpertsParams::decode_tokens)
+// keep their bits whatever shares the call; prompt tokens' rows likewise.
+void ExpectMoeExpertsDecodeTokensInvariant(Backend& ref, Backend& invariant);
 
 // The inputs of one MlaDecode call: block tables, lengths, a random paged latent cache of
 // `cache_dtype` and random f32 queries, all on one backend.
