@@ -543,7 +543,8 @@ cudaError_t LaunchMoeExperts(const MoeExpertsParams& p, DType activation_dtype,
   CheckTensor(p.topk_weights, "MoeExperts.topk_weights", DType::kF32, {num_tokens, kAnyDim});
   const int top_k = static_cast<int>(p.topk_weights.size(1));
   MLASERVE_CHECK(top_k >= 1 && top_k <= kMaxTopK && p.block_size >= 1);
-  const int64_t len = num_tokens * top_k + num_experts * (p.block_size - 1);
+  const int64_t num_pairs = num_tokens * top_k;
+  const int64_t len = num_pairs + num_experts * (p.block_size - 1);
   CheckTensor(p.sorted_ids, "MoeExperts.sorted_ids", DType::kI32, {len});
   CheckTensor(p.block_expert_ids, "MoeExperts.block_expert_ids", DType::kI32,
               {(len + p.block_size - 1) / p.block_size});
@@ -559,15 +560,20 @@ cudaError_t LaunchMoeExperts(const MoeExpertsParams& p, DType activation_dtype,
                         p.block_expert_ids.stride(0),
                         p.num_tokens_post_pad.ptr<const int32_t>(),
                         p.block_size,
-                        num_tokens * top_k,
+                        num_pairs,
                         top_k};
-  const unsigned aligned_blocks = static_cast<unsigned>((len + p.block_size - 1) / p.block_size);
+  // Every aligned block below num_tokens_post_pad holds at least one pair, so at most num_pairs
+  // blocks (and num_pairs * block_size rows) do work: the grids stop there rather than at the
+  // layout's worst case (61 blocks for V2-Lite's one decode token, of which 6 can work).
+  const unsigned aligned_blocks = static_cast<unsigned>(
+      std::min((len + p.block_size - 1) / p.block_size, num_pairs));
+  const unsigned aligned_rows = static_cast<unsigned>(std::min(len, num_pairs * p.block_size));
   // Tokens that take the GEMV kernel: the decode tokens when batch invariant (one order for
   // them whatever shares the step); otherwise every token of a call whose experts get few rows
   // each on average.
   const int64_t gemv_tokens =
       batch_invariant ? std::clamp<int64_t>(p.decode_tokens, 0, num_tokens)
-      : num_tokens * top_k <= kExpertGemvRowsPerExpert * num_experts ? num_tokens
+      : num_pairs <= kExpertGemvRowsPerExpert * num_experts ? num_tokens
                                                                      : 0;
   const ExpertGemm gate_up{p.x.ptr<const float>(),
                            p.x.stride(0),
@@ -584,7 +590,7 @@ cudaError_t LaunchMoeExperts(const MoeExpertsParams& p, DType activation_dtype,
   cudaError_t e =
       LaunchExpertProjection(rows, gate_up, gemv_tokens, num_tokens, aligned_blocks, stream);
   if (e != cudaSuccess) return e;
-  e = Launch(SiluMulRowsKernel, dim3(static_cast<unsigned>(len)), dim3(kThreads), 0, stream, rows,
+  e = Launch(SiluMulRowsKernel, dim3(aligned_rows), dim3(kThreads), 0, stream, rows,
              p.workspace_gate_up.ptr<const float>(), p.workspace_gate_up.stride(0), inter,
              p.workspace_act.ptr<float>(), p.workspace_act.stride(0));
   if (e != cudaSuccess) return e;
