@@ -141,7 +141,8 @@ TEST_F(CudaGemmTest, BatchInvariantDecodeRowsDoNotDependOnTheirCompany) {
     Backend& gpu = **made;
     Backend& oracle = bf16_act ? ref_bf16() : ref();
     for (DType w : {DType::kBF16, DType::kF32}) {
-      for (auto [n, k] : {std::pair<int64_t, int64_t>{130, 1024}, {29, 1304}, {37, 257}, {64, 8}}) {
+      for (auto shape : {std::pair<int64_t, int64_t>{130, 1024}, {29, 1304}, {37, 257}, {64, 8}}) {
+        const int64_t n = shape.first, k = shape.second;  // named: the lambdas below capture them
         const std::string what = What(w, kRows, n, k) + (bf16_act ? " bf16 activations" : "");
         // a sits one column into a wider matrix as well, so its rows are misaligned there.
         TestTensor wide = RandomTensor(ref(), rng, DType::kF32, {kRows, k + 1});
