@@ -70,7 +70,7 @@ void CudaBackend::Gemm(const GemmParams& p) {
     return;
   }
   if (g.b_bf16 && !round && s.m <= kGemvMaxRows) {
-    Record(LaunchRowsGemv(g, 0, s.m, round, stream_), "Gemm (few rows)");
+    Record(LaunchRowsGemv(g, 0, s.m, /*round_a=*/false, stream_), "Gemm (few rows)");
     return;
   }
   if (s.k == 0 || !CublasCanRun(g) || (g.b_bf16 && !staged)) {

@@ -56,7 +56,6 @@ __global__ void TiledGemmKernel(GemmProblem g, bool round_a) {
   }
 }
 
-constexpr int kGemvWarps = 4;  // output columns per block, one warp each
 constexpr int kGemvRows = 8;   // most rows of a per pass over a weight row
 
 // kRows: rows per pass (accumulators per lane), the fewest registers that cover the call's rows.
@@ -66,10 +65,7 @@ __global__ void __launch_bounds__(32 * kGemvWarps)
   const int64_t col = static_cast<int64_t>(blockIdx.x) * kGemvWarps + threadIdx.x / 32;
   if (col >= g.n) return;  // the whole warp leaves together
   const int64_t bi = blockIdx.y;
-  const int64_t b_offset = bi * g.b_batch_stride + col * g.b_row_stride;
-  const void* b_row = g.b_bf16 ? static_cast<const void*>(
-                                     static_cast<const __nv_bfloat16*>(g.b) + b_offset)
-                               : static_cast<const void*>(static_cast<const float*>(g.b) + b_offset);
+  const void* b_row = GemvRow(g.b, g.b_bf16, bi * g.b_batch_stride + col * g.b_row_stride);
   float* out = g.out + bi * g.out_batch_stride + col;
   for (int64_t r0 = row_begin; r0 < row_end; r0 += kRows) {
     const int rows = static_cast<int>(row_end - r0 < kRows ? row_end - r0 : kRows);
@@ -109,12 +105,10 @@ cudaError_t LaunchRowsGemv(const GemmProblem& g, int64_t row_begin, int64_t row_
                            bool round_a, cudaStream_t stream) {
   MLASERVE_CHECK(g.batch <= 65535 && (g.n + kGemvWarps - 1) / kGemvWarps <= INT32_MAX);
   if (row_begin >= row_end) return cudaSuccess;
-  const int64_t b_size = g.b_bf16 ? 2 : 4;
-  const bool k_groups = g.k % kGemvGroup == 0;
-  const bool vec_b = k_groups && Aligned16(g.b) && (g.b_row_stride * b_size) % 16 == 0 &&
-                     (g.b_batch_stride * b_size) % 16 == 0;
-  const bool vec_a = k_groups && Aligned16(g.a) && g.a_row_stride % 4 == 0 &&
-                     g.a_batch_stride % 4 == 0;
+  const int64_t b_size = g.b_bf16 ? 2 : 4, a_size = 4;
+  const bool full =
+      GemvFullGroups(g.k, g.b, {g.b_row_stride * b_size, g.b_batch_stride * b_size}) &&
+      GemvFullGroups(g.k, g.a, {g.a_row_stride * a_size, g.a_batch_stride * a_size});
   const dim3 grid(static_cast<unsigned>((g.n + kGemvWarps - 1) / kGemvWarps),
                   static_cast<unsigned>(g.batch));
   const dim3 block(32 * kGemvWarps);
@@ -122,7 +116,7 @@ cudaError_t LaunchRowsGemv(const GemmProblem& g, int64_t row_begin, int64_t row_
   auto launch = [&](auto kernel) {
     return Launch(kernel, grid, block, 0, stream, g, row_begin, row_end, round_a);
   };
-  if (vec_a && vec_b) {
+  if (full) {
     if (rows == 1) return launch(RowsGemvKernel<true, 1>);
     if (rows == 2) return launch(RowsGemvKernel<true, 2>);
     if (rows <= 4) return launch(RowsGemvKernel<true, 4>);

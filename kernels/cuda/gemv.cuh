@@ -12,15 +12,32 @@
 #define MLASERVE_KERNELS_CUDA_GEMV_CUH_
 
 #include <cstdint>
+#include <initializer_list>
 
 #include "kernels/cuda/kernel_util.cuh"
 
 namespace mlaserve::MLASERVE_CUDA_NS {
 
 inline constexpr int kGemvGroup = 8;  // consecutive k elements a lane takes at a time
+inline constexpr int kGemvWarps = 4;  // output columns per block of the GEMV kernels, one warp each
 
-// Whether p is 16-byte aligned (a vector load's requirement).
-inline bool Aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+// Whether rows of depth k starting at `base`, `strides_bytes` apart in each dimension, can be read
+// in whole 16-byte groups (the kernels' kFull instances): k a multiple of the group, the base
+// 16-byte aligned and every stride a multiple of 16 bytes.
+inline bool GemvFullGroups(int64_t k, const void* base,
+                           std::initializer_list<int64_t> strides_bytes) {
+  if (k % kGemvGroup != 0 || reinterpret_cast<uintptr_t>(base) % 16 != 0) return false;
+  for (int64_t s : strides_bytes) {
+    if (s % 16 != 0) return false;
+  }
+  return true;
+}
+
+// Element `offset` of an f32 or bf16 weight array, as the untyped row pointer the kernels take.
+__device__ inline const void* GemvRow(const void* w, bool bf16, int64_t offset) {
+  return bf16 ? static_cast<const void*>(static_cast<const __nv_bfloat16*>(w) + offset)
+              : static_cast<const void*>(static_cast<const float*>(w) + offset);
+}
 
 // Elements e0 .. e0 + 7 of an f32 or bf16 row as f32 (one or two 16-byte loads when `vec`:
 // e0 + 8 <= k and 16-byte aligned). Without `vec` elements at or past k are left unset.

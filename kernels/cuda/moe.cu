@@ -47,7 +47,6 @@ constexpr int kThreads = 128;
 constexpr int kTile = 16;   // rows of an expert GEMM tile, and its threads per dimension
 constexpr int kTileN = 64;  // its columns (four per thread)
 constexpr int kTileK = 64;  // its depth per shared-memory refill
-constexpr int kGemvWarps = 4;  // output columns per ExpertGemvKernel block, one warp each
 // Without batch invariance, calls averaging at most this many rows per expert take the GEMV.
 constexpr int64_t kExpertGemvRowsPerExpert = 4;
 
@@ -303,8 +302,8 @@ struct ExpertGemm {
   float* out;
   int64_t out_s0;
   // Rows whose token (pair / top_k) lies outside [min_token, max_token) are left to the other
-  // kernel: neither computed nor written here.
-  int64_t min_token, max_token;
+  // kernel: neither computed nor written here (set per launch by LaunchExpertProjection).
+  int64_t min_token = 0, max_token = 0;
 };
 
 // Whether aligned row r is a pair (not padding) whose token this launch computes.
@@ -373,10 +372,7 @@ __global__ void __launch_bounds__(32 * kGemvWarps) ExpertGemvKernel(ExpertRows r
   const int64_t col = static_cast<int64_t>(blockIdx.y) * kGemvWarps + threadIdx.x / 32;
   if (col >= g.n) return;  // the whole warp leaves together
   const int64_t e = rows.block_expert[blockIdx.x * rows.be_s0];
-  const int64_t w_offset = (e * g.n + col) * g.k;
-  const void* w_row = g.w_bf16 ? static_cast<const void*>(
-                                     static_cast<const __nv_bfloat16*>(g.w) + w_offset)
-                               : static_cast<const void*>(static_cast<const float*>(g.w) + w_offset);
+  const void* w_row = GemvRow(g.w, g.w_bf16, (e * g.n + col) * g.k);
   const int64_t end = first + rows.block;
   int64_t r = first;
   while (true) {
@@ -448,9 +444,9 @@ cudaError_t LaunchExpertProjection(const ExpertRows& rows, ExpertGemm g, int64_t
     g.min_token = 0;
     g.max_token = gemv_tokens;
     const dim3 grid(aligned_blocks, static_cast<unsigned>((g.n + kGemvWarps - 1) / kGemvWarps));
-    const int64_t w_size = g.w_bf16 ? 2 : 4;
-    const bool full = g.k % kGemvGroup == 0 && Aligned16(g.w) && (g.k * w_size) % 16 == 0 &&
-                      Aligned16(g.in) && g.in_s0 % 4 == 0;
+    // Weight rows are k apart: whole groups when k is (GemvFullGroups checks it).
+    const bool full = GemvFullGroups(g.k, g.w, {}) &&
+                      GemvFullGroups(g.k, g.in, {g.in_s0 * static_cast<int64_t>(sizeof(float))});
     const cudaError_t e =
         full ? Launch(ExpertGemvKernel<true>, grid, dim3(32 * kGemvWarps), 0, stream, rows, g)
              : Launch(ExpertGemvKernel<false>, grid, dim3(32 * kGemvWarps), 0, stream, rows, g);
@@ -584,9 +580,7 @@ cudaError_t LaunchMoeExperts(const MoeExpertsParams& p, DType activation_dtype,
                            2 * inter,
                            hidden,
                            p.workspace_gate_up.ptr<float>(),
-                           p.workspace_gate_up.stride(0),
-                           0,
-                           num_tokens};
+                           p.workspace_gate_up.stride(0)};
   cudaError_t e =
       LaunchExpertProjection(rows, gate_up, gemv_tokens, num_tokens, aligned_blocks, stream);
   if (e != cudaSuccess) return e;
@@ -603,9 +597,7 @@ cudaError_t LaunchMoeExperts(const MoeExpertsParams& p, DType activation_dtype,
                         hidden,
                         inter,
                         p.workspace_down.ptr<float>(),
-                        p.workspace_down.stride(0),
-                        0,
-                        num_tokens};
+                        p.workspace_down.stride(0)};
   e = LaunchExpertProjection(rows, down, gemv_tokens, num_tokens, aligned_blocks, stream);
   if (e != cudaSuccess) return e;
   return Launch(CombineKernel, dim3(static_cast<unsigned>(num_tokens)), dim3(kThreads), 0, stream,
