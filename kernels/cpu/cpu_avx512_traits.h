@@ -126,6 +126,18 @@ struct Avx512Bf16 : Avx512 {
   using Words = __m512i;  // kW 32-bit words, each two bf16 of consecutive k
   static Words LoadWords(const uint32_t* p) { return _mm512_loadu_si512(p); }
   static Words Set1Word(uint32_t w) { return _mm512_set1_epi32(static_cast<int>(w)); }
+  static void StoreWords(uint32_t* p, Words w) { _mm512_storeu_si512(p, w); }
+  // 2 * kW bf16 from p as words; LoadBf16N zero-fills the elements from n on.
+  static Words LoadBf16(const uint16_t* p) { return _mm512_loadu_si512(p); }
+  static Words LoadBf16N(const uint16_t* p, int64_t n) {
+    const __mmask32 mask = n >= 32 ? ~__mmask32{0} : (n <= 0 ? 0 : (__mmask32{1} << n) - 1);
+    return _mm512_maskz_loadu_epi16(mask, p);
+  }
+  // lo and hi rounded to bf16 (nearest even), lo's lanes first: the words of 2 * kW
+  // consecutive elements.
+  static Words RoundPair(F lo, F hi) {
+    return reinterpret_cast<Words>(_mm512_cvtne2ps_pbh(hi, lo));
+  }
   // acc[i] + a.lo[i] * b.lo[i] + a.hi[i] * b.hi[i], lane by lane, in f32.
   static F DotBf16(F acc, Words a, Words b) {
     return _mm512_dpbf16_ps(acc, reinterpret_cast<__m512bh>(a), reinterpret_cast<__m512bh>(b));

@@ -8,7 +8,8 @@
 // LoadBf16Pairs (kW 32-bit words, each two bf16 of consecutive k, split into the even-k and
 // odd-k f32 vectors), Transpose32 (a kW x kW transpose of 32-bit words), and the blocking
 // constants kGemmMr, kGemmNv, kGemvAcc. Optionally the bf16 dot product: Words, LoadWords,
-// Set1Word and DotBf16 (see Avx512Bf16), used for bf16 activations against bf16 weights.
+// StoreWords, Set1Word, LoadBf16/LoadBf16N, RoundPair and DotBf16 (see Avx512Bf16), used for
+// bf16 activations against bf16 weights by the packed path and by cpu_dot_bf16_impl.h.
 #ifndef MLASERVE_KERNELS_CPU_CPU_GEMM_IMPL_H_
 #define MLASERVE_KERNELS_CPU_CPU_GEMM_IMPL_H_
 
@@ -16,6 +17,7 @@
 #include <type_traits>
 #include <utility>
 
+#include "kernels/cpu/cpu_dot_bf16_impl.h"
 #include "kernels/cpu/cpu_gemv_impl.h"
 #include "kernels/cpu/cpu_kernels.h"
 
@@ -294,6 +296,12 @@ struct GemmImpl {
         for (int64_t j = g.n_begin; j < g.n_end; ++j) Gemv::CRow(g, i)[j] = 0.0f;
       }
       return;
+    }
+    if constexpr (kHasDotBf16) {
+      if (DotBf16Impl<V>::Takes(g)) {
+        DotBf16Impl<V>::Run(g, scratch);
+        return;
+      }
     }
     const bool bf16 = g.b_dtype == DType::kBF16;
     if (g.path == GemmPath::kFixedDot) {

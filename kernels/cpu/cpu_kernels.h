@@ -45,7 +45,7 @@ struct GemmArgs {
   GemmPath path = GemmPath::kBySize;
   // Each element of A is rounded to bf16 (nearest even) before the products, which stay exact
   // in f32 with bf16 weights (bf16 activations, --dtype=bfloat16). Builds with bf16 dot-product
-  // instructions then run the packed path on them.
+  // instructions then multiply with them on the packed and the dot-product paths.
   bool a_bf16 = false;
 };
 

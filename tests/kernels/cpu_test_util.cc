@@ -17,11 +17,15 @@ void CpuVsRefTest::SetUp() {
     cpu_ = std::make_unique<CpuBackend>(k, kThreads);
     cpu_invariant_ = std::make_unique<CpuBackend>(k, kThreads, /*batch_invariant=*/true);
     cpu_bf16_ = std::make_unique<CpuBackend>(k, kThreads, /*batch_invariant=*/false, DType::kBF16);
+    cpu_invariant_bf16_ =
+        std::make_unique<CpuBackend>(k, kThreads, /*batch_invariant=*/true, DType::kBF16);
   } else {
     ::setenv("MLASERVE_CPU_ISA", GetParam().c_str(), 1);
     cpu_ = std::make_unique<CpuBackend>(kThreads);
     cpu_invariant_ = std::make_unique<CpuBackend>(kThreads, /*batch_invariant=*/true);
     cpu_bf16_ = std::make_unique<CpuBackend>(kThreads, /*batch_invariant=*/false, DType::kBF16);
+    cpu_invariant_bf16_ =
+        std::make_unique<CpuBackend>(kThreads, /*batch_invariant=*/true, DType::kBF16);
     ::unsetenv("MLASERVE_CPU_ISA");
     if (CpuIsaName(cpu_->isa()) != GetParam()) {
       GTEST_SKIP() << "this processor cannot run the " << GetParam() << " kernels";

@@ -34,6 +34,8 @@ class CpuVsRefTest : public ::testing::TestWithParam<std::string> {
   // Both backends with bf16 activations (--dtype=bfloat16).
   Backend& ref_bf16() { return *ref_bf16_; }
   Backend& cpu_bf16() { return *cpu_bf16_; }
+  // bf16 activations with batch_invariant set (--dtype=bfloat16 --deterministic).
+  Backend& cpu_invariant_bf16() { return *cpu_invariant_bf16_; }
   // The backends the shared parity bodies (tests/kernels/parity) compare.
   ParityBackends parity() { return {ref(), ref_bf16(), cpu(), cpu_bf16()}; }
 
@@ -43,6 +45,7 @@ class CpuVsRefTest : public ::testing::TestWithParam<std::string> {
   std::unique_ptr<CpuBackend> cpu_;
   std::unique_ptr<CpuBackend> cpu_invariant_;
   std::unique_ptr<CpuBackend> cpu_bf16_;
+  std::unique_ptr<CpuBackend> cpu_invariant_bf16_;
 };
 
 // Instantiates a CpuVsRefTest-derived suite for every ISA.

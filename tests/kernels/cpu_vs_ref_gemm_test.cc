@@ -57,15 +57,16 @@ double MaxDiff(const std::vector<float>& x, const std::vector<float>& y) {
 
 // bf16 activations (--dtype=bfloat16): both backends round a to bf16 before it meets bf16
 // weights, so the products are the same exact values and only the summation order differs:
-// the f32 tolerance holds on the dot-product (m <= 16), packed and (avx512_bf16) BF16
-// dot-product paths. f32 weights are not rounded against. The rounded result is far from the
+// the f32 tolerance holds on the f32 dot-product (m <= 16), packed and (avx512_bf16) BF16
+// dot-product paths, the last in chunks of 4 rows and depth passes of 2048 (k = 4161). f32
+// weights are not rounded against. The rounded result is far from the
 // f32 one, so the comparison tells a rounding kernel from one that does not round.
 TEST_P(CpuGemmTest, Bf16ActivationsMatchRef) {
   std::mt19937 rng(15);
   for (DType w : {DType::kBF16, DType::kF32}) {
-    for (int64_t m : {1, 3, 16, 17, 64, 300}) {
+    for (int64_t m : {1, 3, 5, 16, 17, 64, 300}) {
       for (auto [n, k] : {std::pair<int64_t, int64_t>{33, 47}, {130, 257}, {64, 1100},
-                          {40, 96}, {24, 2048}}) {
+                          {40, 96}, {24, 2048}, {13, 4161}}) {
         if (m >= 300 && n * k > 130 * 257) continue;  // keeps the oracle fast
         TestTensor a = RandomTensor(ref(), rng, DType::kF32, {m, k});
         TestTensor b = RandomTensor(ref(), rng, w, {n, k});
@@ -91,33 +92,40 @@ TEST_P(CpuGemmTest, Bf16ActivationsMatchRef) {
 
 // With batch_invariant, a row's result is the same bit for bit whatever the number of rows
 // computed with it, for decode rows (dot products) and prompt rows (packed) alike: neither the
-// dispatch nor the blocking may depend on m. Results still match the oracle.
+// dispatch nor the blocking may depend on m. Results still match the oracle. bf16 activations
+// (--dtype=bfloat16 --deterministic) take their own dot product on builds with AVX512_BF16.
 TEST_P(CpuGemmTest, BatchInvariantRowsDoNotDependOnTheRowCount) {
   std::mt19937 rng(13);
   constexpr int64_t kRows = 40;
-  for (DType w : {DType::kBF16, DType::kF32}) {
-    // k = 4500: more than one pass of the fixed depth (4096), with a partial vector at the end.
-    for (auto [n, k] : {std::pair<int64_t, int64_t>{130, 257}, {64, 1100}, {24, 4500}}) {
-      TestTensor a = RandomTensor(ref(), rng, DType::kF32, {kRows, k});
-      TestTensor b = RandomTensor(ref(), rng, w, {n, k});
-      TestTensor out_ref(ref(), DType::kF32, {kRows, n});
-      ref().Gemm({.a = a.view(), .b = b.view(), .out = out_ref.view()});
-      TestTensor a_cpu = a.CloneTo(cpu_invariant()), b_cpu = b.CloneTo(cpu_invariant());
-      for (bool decode : {true, false}) {
-        TestTensor all(cpu_invariant(), DType::kF32, {kRows, n});
-        cpu_invariant().Gemm({.a = a_cpu.view(), .b = b_cpu.view(), .out = all.view(),
-                              .decode_rows = decode ? kRows : 0});
-        const std::vector<float> all_rows = all.Read();
-        const std::string what = std::string(DTypeName(w)) + " n=" + std::to_string(n) +
-                                 " k=" + std::to_string(k) + (decode ? " decode" : " prompt");
-        ExpectClose(all_rows, out_ref.Read(), Atol(k), 1e-5, what, out_ref.shape());
-        for (int64_t m : {1, 2, 7, 16, 17, 33}) {
-          TestTensor first(cpu_invariant(), DType::kF32, {m, n});
-          cpu_invariant().Gemm({.a = a_cpu.view().Slice(0, 0, m), .b = b_cpu.view(),
-                                .out = first.view(), .decode_rows = decode ? m : 0});
-          const std::vector<float> rows = first.Read();
-          for (int64_t i = 0; i < m * n; ++i) {
-            ASSERT_EQ(rows[i], all_rows[i]) << what << " m=" << m << " element " << i;
+  for (DType act : {DType::kF32, DType::kBF16}) {
+    Backend& cpu = act == DType::kF32 ? cpu_invariant() : cpu_invariant_bf16();
+    Backend& oracle = act == DType::kF32 ? ref() : ref_bf16();
+    for (DType w : {DType::kBF16, DType::kF32}) {
+      // k = 4500: more than one pass of every fixed depth (2048, 4096), with a partial vector
+      // at the end.
+      for (auto [n, k] : {std::pair<int64_t, int64_t>{130, 257}, {64, 1100}, {24, 4500}}) {
+        TestTensor a = RandomTensor(ref(), rng, DType::kF32, {kRows, k});
+        TestTensor b = RandomTensor(ref(), rng, w, {n, k});
+        TestTensor out_ref(ref(), DType::kF32, {kRows, n});
+        oracle.Gemm({.a = a.view(), .b = b.view(), .out = out_ref.view()});
+        TestTensor a_cpu = a.CloneTo(cpu), b_cpu = b.CloneTo(cpu);
+        for (bool decode : {true, false}) {
+          TestTensor all(cpu, DType::kF32, {kRows, n});
+          cpu.Gemm({.a = a_cpu.view(), .b = b_cpu.view(), .out = all.view(),
+                    .decode_rows = decode ? kRows : 0});
+          const std::vector<float> all_rows = all.Read();
+          const std::string what = std::string(DTypeName(act)) + " x " + std::string(DTypeName(w)) +
+                                   " n=" + std::to_string(n) + " k=" + std::to_string(k) +
+                                   (decode ? " decode" : " prompt");
+          ExpectClose(all_rows, out_ref.Read(), Atol(k), 1e-5, what, out_ref.shape());
+          for (int64_t m : {1, 2, 7, 16, 17, 33}) {
+            TestTensor first(cpu, DType::kF32, {m, n});
+            cpu.Gemm({.a = a_cpu.view().Slice(0, 0, m), .b = b_cpu.view(), .out = first.view(),
+                      .decode_rows = decode ? m : 0});
+            const std::vector<float> rows = first.Read();
+            for (int64_t i = 0; i < m * n; ++i) {
+              ASSERT_EQ(rows[i], all_rows[i]) << what << " m=" << m << " element " << i;
+            }
           }
         }
       }

@@ -21,6 +21,12 @@ TEST_P(CpuMoeTest, BatchInvariantDecodeTokensDoNotDependOnTheirCompany) {
   ExpectMoeExpertsDecodeTokensInvariant(ref(), cpu_invariant());
 }
 
+// The same with bf16 activations, whose decode rows take the bf16 dot product on builds with
+// AVX512_BF16 (cpu_dot_bf16_impl.h).
+TEST_P(CpuMoeTest, BatchInvariantBf16DecodeTokensDoNotDependOnTheirCompany) {
+  ExpectMoeExpertsDecodeTokensInvariant(ref_bf16(), cpu_invariant_bf16());
+}
+
 MLASERVE_INSTANTIATE_CPU_ISAS(CpuMoeTest);
 
 }  // namespace

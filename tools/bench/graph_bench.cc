@@ -44,6 +44,7 @@ ABSL_FLAG(int, steps, 10, "timed steps per runner, batch size and round");
 ABSL_FLAG(int, threads, 0, "CPU backend threads (0 = every core)");
 ABSL_FLAG(bool, deterministic, false,
           "batch-invariant kernels, as the daemon's --deterministic (its default) runs them");
+ABSL_FLAG(std::string, dtype, "float32", "activation dtype, as the daemon's --dtype: float32 or bfloat16");
 
 namespace mlaserve {
 namespace {
@@ -145,7 +146,13 @@ int Run() {
   const int64_t blocks_per_seq = (context + 1 + kBlockSize - 1) / kBlockSize;
 
   setenv("MLASERVE_PROFILE", "1", 1);
-  CpuBackend backend(absl::GetFlag(FLAGS_threads), absl::GetFlag(FLAGS_deterministic));
+  const std::string dtype = absl::GetFlag(FLAGS_dtype);
+  if (dtype != "float32" && dtype != "bfloat16") {
+    std::fprintf(stderr, "--dtype must be float32 or bfloat16, not %s\n", dtype.c_str());
+    return 1;
+  }
+  CpuBackend backend(absl::GetFlag(FLAGS_threads), absl::GetFlag(FLAGS_deterministic),
+                     dtype == "bfloat16" ? DType::kBF16 : DType::kF32);
   ModelOptions options;
   options.max_num_seqs = max_batch;
   options.max_num_tokens = std::max<int64_t>(max_batch, 256);
