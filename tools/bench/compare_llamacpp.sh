@@ -9,7 +9,8 @@
 # with its own neighbour, not with a probe long before or after. With STREAMS=N (e.g. 16) it then
 # compares batched decode: `mlaserve serve` under N concurrent gRPC streams (mlaserve-bench)
 # against llama.cpp decoding N sequences in one context (peer_llamacpp_parallel.mjs), and the
-# aggregate rate as a multiple of llama.cpp's and of mlaserve's own one-stream (f32) decode; the
+# aggregate rate as a multiple of llama.cpp's and of mlaserve's own one-stream decode in the same
+# --dtype (STREAM_DTYPES; DTYPES must include it for the second ratio); the
 # aggregate counts from the earliest first token (a stream that starts alone puts the others'
 # prefill in its span), `streams_all_decoding` from the moment every stream decodes.
 #
@@ -18,7 +19,8 @@
 #   model.safetensors and model-bf16.gguf (make_model.py --out MODEL_DIR)
 # env: THREADS (2), PP (512 prompt tokens), TG (64 generated tokens), DTYPES (mlaserve --dtype
 #      values run in turn each round, "float32" by default; "float32 bfloat16" runs both),
-#      STREAMS (0: no batched comparison), STREAM_PROMPT (64), STREAM_TG (64)
+#      STREAMS (0: no batched comparison), STREAM_PROMPT (64), STREAM_TG (64), STREAM_DTYPES
+#      (the --dtype values the batched comparison serves in turn, "float32" by default)
 set -euo pipefail
 bench=$1 model=$2 rounds=${3:-3}
 threads=${THREADS:-2} pp=${PP:-512} tg=${TG:-64} dtypes=${DTYPES:-float32}
@@ -31,6 +33,7 @@ r = random.Random(1); v = int(sys.argv[1]); n = int(sys.argv[2])
 print(','.join([str(v - 2)] + [str(r.randrange(256, v - 2)) for _ in range(n - 1)]))" "$vocab" "$pp")
 
 streams=${STREAMS:-0} stream_prompt=${STREAM_PROMPT:-64} stream_tg=${STREAM_TG:-64}
+stream_dtypes=${STREAM_DTYPES:-float32}
 membw_bin=$bench/.cache/bin/membw
 if [ ! -x "$membw_bin" ]; then
   mkdir -p "$(dirname "$membw_bin")"
@@ -60,23 +63,28 @@ done
 "$membw_bin" | tee -a "$log"
 
 if [ "$streams" -gt 0 ]; then
-  port=$((20000 + RANDOM % 20000))
-  "$root/build/bin/mlaserve" serve --model="$model" --backend=cpu --threads="$threads" \
-      --port="$port" --http_port=0 --metrics_port=0 --max_num_seqs="$streams" 2>/dev/null &
-  server=$!
-  trap 'kill "$server" 2>/dev/null || true; rm -f "$log"' EXIT
-  for _ in $(seq 600); do
-    "$root/build/bin/mlaserve-bench" --target="127.0.0.1:$port" --rpc=get_server_info \
-        --num_prompts=1 --concurrency=1 >/dev/null 2>&1 && break
-    sleep 0.5
+  for stream_dtype in $stream_dtypes; do
+    port=$((20000 + RANDOM % 20000))
+    "$root/build/bin/mlaserve" serve --model="$model" --backend=cpu --threads="$threads" \
+        --dtype="$stream_dtype" --port="$port" --http_port=0 --metrics_port=0 \
+        --max_num_seqs="$streams" 2>/dev/null &
+    server=$!
+    trap 'kill "$server" 2>/dev/null || true; rm -f "$log"' EXIT
+    for _ in $(seq 600); do
+      "$root/build/bin/mlaserve-bench" --target="127.0.0.1:$port" --rpc=get_server_info \
+          --num_prompts=1 --concurrency=1 >/dev/null 2>&1 && break
+      sleep 0.5
+    done
+    "$root/build/bin/mlaserve-bench" --target="127.0.0.1:$port" --num_prompts="$streams" \
+        --concurrency="$streams" --prompt_tokens="$stream_prompt" --output_tokens="$stream_tg" \
+        2>/dev/null | awk -v n="$streams" -v d="$stream_dtype" \
+          '/^decode tokens\/s \(aggregate\)/ {agg = $NF}
+           /^decode tok\/s \(all streams\)/ {all = $NF}
+           END {print "mlaserve_streams dtype=" d " streams=" n " decode_tok_s=" agg \
+                      " all_streams_tok_s=" all}' \
+        | tee -a "$log"
+    kill "$server"; wait "$server" 2>/dev/null || true
   done
-  "$root/build/bin/mlaserve-bench" --target="127.0.0.1:$port" --num_prompts="$streams" \
-      --concurrency="$streams" --prompt_tokens="$stream_prompt" --output_tokens="$stream_tg" \
-      2>/dev/null | awk -v n="$streams" '/^decode tokens\/s \(aggregate\)/ {agg = $NF}
-        /^decode tok\/s \(all streams\)/ {all = $NF}
-        END {print "mlaserve_streams streams=" n " decode_tok_s=" agg " all_streams_tok_s=" all}' \
-      | tee -a "$log"
-  kill "$server"; wait "$server" 2>/dev/null || true
   (cd "$bench" && node peer_llamacpp_parallel.mjs --model "$model/model-bf16.gguf" \
       --sequences "$streams" --prompt "$stream_prompt" --tg "$stream_tg" 2>/dev/null | tail -1) \
       | tee -a "$log"
@@ -111,16 +119,20 @@ if per_token and peer:
     print(f"bandwidth llamacpp decode_gb_s={statistics.median(r[3] for r in peer) * per_token / 1e9:.1f}"
           f" fraction_of_adjacent_probe={statistics.median(fractions):.2f}")
 text = "\n".join(lines)
-ours = [float(x) for x in re.findall(r"mlaserve_streams streams=\d+ decode_tok_s=([0-9.]+)", text)]
 theirs = [float(x) for x in re.findall(r"llamacpp_parallel sequences=\d+ decode_tok_s=([0-9.]+)", text)]
-steady = [float(x) for x in re.findall(r"mlaserve_streams .* all_streams_tok_s=([0-9.]+)", text)]
-if ours and theirs:
-    print(f"streams ratio_to_llamacpp={ours[0] / theirs[0]:.2f}")
+for m in re.finditer(r"mlaserve_streams dtype=(\S+) streams=\d+ decode_tok_s=([0-9.]+) "
+                     r"all_streams_tok_s=([0-9.]*)", text):
+    if not theirs:
+        break
+    dtype, agg, steady = m.group(1), float(m.group(2)), m.group(3)
+    print(f"streams dtype={dtype} ratio_to_llamacpp={agg / theirs[0]:.2f}")
     if steady:
-        print(f"streams_all_decoding ratio_to_llamacpp={steady[0] / theirs[0]:.2f}")
-    one = [r[3] for r in runs if r[0] == "mlaserve" and r[1] == "float32"]
+        print(f"streams_all_decoding dtype={dtype} ratio_to_llamacpp={float(steady) / theirs[0]:.2f}")
+    # Against mlaserve's own one-stream decode in the same activation dtype.
+    one = [r[3] for r in runs if r[0] == "mlaserve" and r[1] == dtype]
     if one:
-        print(f"streams ratio_to_one_stream={ours[0] / statistics.median(one):.2f}")
+        print(f"streams dtype={dtype} ratio_to_one_stream={agg / statistics.median(one):.2f}")
         if steady:
-            print(f"streams_all_decoding ratio_to_one_stream={steady[0] / statistics.median(one):.2f}")
+            print(f"streams_all_decoding dtype={dtype} "
+                  f"ratio_to_one_stream={float(steady) / statistics.median(one):.2f}")
 PY
