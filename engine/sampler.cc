@@ -59,7 +59,7 @@ TokenChoice SampleToken(absl::Span<const float> logits, const SamplingOptions& o
     choice.token =
         sampling::DrawToken(values, RowOptionsFor(options, seed, output.size()), scratch.indices);
   }
-  const double lse = sampling::LogSumExp(logits);
+  const double lse = sampling::LogSumExpFast(logits);
   choice.logprob = static_cast<float>(logits[choice.token] - lse);
   if (top_logprobs > 0) {
     std::vector<int32_t>& idx = scratch.indices;

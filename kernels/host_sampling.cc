@@ -5,6 +5,9 @@
 #include <limits>
 #include <numeric>
 
+#include "kernels/cpu/cpu_features.h"
+#include "kernels/cpu/cpu_kernels.h"
+
 namespace mlaserve::sampling {
 
 // Draws from softmax(values / temperature) restricted by top-k, min-p and top-p. The kept set is
@@ -68,6 +71,13 @@ double LogSumExp(absl::Span<const float> values) {
   double sum = 0.0;
   for (float v : values) sum += std::exp(v - max);
   return static_cast<double>(max) + std::log(sum);
+}
+
+double LogSumExpFast(absl::Span<const float> values) {
+  static const CpuKernels& kernels = GetCpuKernels(SelectCpuIsa());
+  const auto n = static_cast<int64_t>(values.size());
+  const float max = kernels.max(values.data(), n);
+  return static_cast<double>(max) + std::log(kernels.sum_exp(values.data(), n, max));
 }
 
 }  // namespace mlaserve::sampling

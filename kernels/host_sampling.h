@@ -22,6 +22,12 @@ int32_t DrawToken(absl::Span<const float> values, const RowOptions& options,
 // (REQUIRES: values non-empty).
 double LogSumExp(absl::Span<const float> values);
 
+// The same value from this processor's CPU kernels (CpuKernels::max and sum_exp: vector exp in
+// f32, partial sums of 256 terms in f32, their sum in double), ~10x faster on a vocabulary-wide
+// row; it agrees with LogSumExp to ~1e-6. The engine's sampler computes each token's logprob
+// with it (REQUIRES: values non-empty).
+double LogSumExpFast(absl::Span<const float> values);
+
 }  // namespace mlaserve::sampling
 
 #endif  // MLASERVE_KERNELS_HOST_SAMPLING_H_

@@ -78,6 +78,9 @@ struct CpuKernels {
   float (*max)(const float* x, int64_t n);
   // x[i] = exp(x[i] - shift); returns the sum of the new values.
   float (*exp_sum)(float* x, int64_t n, float shift);
+  // Σ exp(x[i] - shift), x unchanged: each term in f32 (within an ulp), summed lane-wise in f32
+  // over blocks of 256 elements, the blocks in double.
+  double (*sum_exp)(const float* x, int64_t n, float shift);
   // x[i] *= s.
   void (*scale)(float* x, int64_t n, float s);
   // y[i] += a * x[i].

@@ -49,6 +49,27 @@ struct VectorImpl {
     return total;
   }
 
+  static double SumExp(const float* x, int64_t n, float shift) {
+    constexpr int64_t kBlock = 256;  // elements per f32 partial sum
+    const F s = V::Set1(shift);
+    double total = 0.0;
+    for (int64_t b = 0; b < n; b += kBlock) {
+      const int64_t end = b + kBlock < n ? b + kBlock : n;
+      F sum = V::Zero();
+      int64_t i = b;
+      for (; i + kW <= end; i += kW) sum = V::Add(sum, V::Exp(V::Sub(V::Load(x + i), s)));
+      if (i < end) {
+        // Only the lanes before the end: those past it hold exp(0 - shift).
+        const F e = V::Exp(V::Sub(V::LoadN(x + i, end - i), s));
+        alignas(64) float lanes[kW];
+        V::Store(lanes, e);
+        for (int64_t l = 0; l < end - i; ++l) total += lanes[l];
+      }
+      total += V::ReduceAdd(sum);
+    }
+    return total;
+  }
+
   static void Scale(float* x, int64_t n, float s) {
     const F sv = V::Set1(s);
     for (int64_t i = 0; i < n; i += kW) {
@@ -120,6 +141,7 @@ CpuKernels MakeCpuKernels(CpuIsa isa) {
   k.gemm_nn = &GemvImpl<V>::RunNn;
   k.max = &E::Max;
   k.exp_sum = &E::ExpSum;
+  k.sum_exp = &E::SumExp;
   k.scale = &E::Scale;
   k.axpy = &E::Axpy;
   k.silu_mul = &E::SiluMul;

@@ -9,11 +9,14 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <limits>
 #include <numeric>
 #include <string>
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "kernels/cpu/cpu_features.h"
+#include "kernels/cpu/cpu_kernels.h"
 
 namespace mlaserve::sampling {
 namespace {
@@ -126,6 +129,57 @@ TEST(HostSamplingTest, DrawsDependOnSeedAndPositionOnly) {
   }
   EXPECT_EQ(first, again);
   EXPECT_NE(first, other);
+}
+
+// log Σ exp(v) in long double, term by term: the reference for both log-sum-exps.
+long double ExactLogSumExp(const std::vector<float>& v) {
+  const float max = *std::max_element(v.begin(), v.end());
+  long double sum = 0;
+  for (float x : v) sum += std::exp(static_cast<long double>(x) - max);
+  return max + std::log(sum);
+}
+
+std::vector<float> LogitRow(size_t n, float scale, uint32_t seed) {
+  std::vector<float> v(n);
+  uint32_t state = seed;
+  for (float& x : v) {
+    state = state * 1664525u + 1013904223u;
+    x = scale * (static_cast<float>(state >> 8) / 16777216.0f - 0.5f);
+  }
+  return v;
+}
+
+// Every CPU build this processor runs: CpuKernels::sum_exp against long double, over lengths
+// around its vector width and 256-element blocks, with masked (-inf) entries and a vocabulary-
+// wide row; and LogSumExpFast (the engine's) against the same reference.
+TEST(HostSamplingTest, VectorSumExpMatchesLongDouble) {
+  std::vector<CpuIsa> isas = {CpuIsa::kScalar};
+  for (CpuIsa isa : {CpuIsa::kAvx2, CpuIsa::kAvx512, CpuIsa::kAvx512Bf16}) {
+    if (DetectCpuIsa() >= isa) isas.push_back(isa);
+  }
+  for (CpuIsa isa : isas) {
+    const CpuKernels& k = GetCpuKernels(isa);
+    for (size_t n : {1, 7, 16, 17, 255, 256, 257, 1000, 102400}) {
+      for (float scale : {1.0f, 40.0f}) {
+        std::vector<float> v = LogitRow(n, scale, static_cast<uint32_t>(n));
+        if (n > 10) v[3] = v[n - 2] = -std::numeric_limits<float>::infinity();
+        const float max = *std::max_element(v.begin(), v.end());
+        long double exact = 0;
+        for (float x : v) exact += std::exp(static_cast<long double>(x) - max);
+        const std::vector<float> before = v;
+        const double got = k.sum_exp(v.data(), static_cast<int64_t>(n), max);
+        const std::string what = std::string(CpuIsaName(isa)) + " n=" + std::to_string(n) +
+                                 " scale=" + std::to_string(scale);
+        EXPECT_NEAR(got / static_cast<double>(exact), 1.0, 2e-6) << what;
+        EXPECT_EQ(v, before) << what;  // x is read only
+      }
+    }
+  }
+  for (float scale : {1.0f, 40.0f}) {
+    const std::vector<float> row = LogitRow(102400, scale, 7);
+    EXPECT_NEAR(LogSumExpFast(row), static_cast<double>(ExactLogSumExp(row)), 2e-6);
+    EXPECT_NEAR(LogSumExp(row), static_cast<double>(ExactLogSumExp(row)), 2e-6);
+  }
 }
 
 }  // namespace
