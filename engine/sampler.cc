@@ -36,10 +36,6 @@ void ApplyPenalties(const SamplingOptions& o, absl::Span<const int32_t> prompt,
   }
 }
 
-int32_t Argmax(absl::Span<const float> v) {
-  return static_cast<int32_t>(std::max_element(v.begin(), v.end()) - v.begin());
-}
-
 }  // namespace
 
 TokenChoice SampleToken(absl::Span<const float> logits, const SamplingOptions& options,
@@ -54,7 +50,7 @@ TokenChoice SampleToken(absl::Span<const float> logits, const SamplingOptions& o
   }
   TokenChoice choice;
   if (options.temperature == 0.0f) {
-    choice.token = Argmax(values);
+    choice.token = sampling::Argmax(values);
   } else {
     choice.token =
         sampling::DrawToken(values, RowOptionsFor(options, seed, output.size()), scratch.indices);

@@ -73,11 +73,28 @@ double LogSumExp(absl::Span<const float> values) {
   return static_cast<double>(max) + std::log(sum);
 }
 
-double LogSumExpFast(absl::Span<const float> values) {
+namespace {
+
+const CpuKernels& Kernels() {
   static const CpuKernels& kernels = GetCpuKernels(SelectCpuIsa());
+  return kernels;
+}
+
+}  // namespace
+
+double LogSumExpFast(absl::Span<const float> values) {
   const auto n = static_cast<int64_t>(values.size());
-  const float max = kernels.max(values.data(), n);
-  return static_cast<double>(max) + std::log(kernels.sum_exp(values.data(), n, max));
+  const float max = Kernels().max(values.data(), n);
+  return static_cast<double>(max) + std::log(Kernels().sum_exp(values.data(), n, max));
+}
+
+int32_t Argmax(absl::Span<const float> values) {
+  const float max = Kernels().max(values.data(), static_cast<int64_t>(values.size()));
+  const auto first = std::find(values.begin(), values.end(), max);
+  // Not found only when a NaN took part in the vector maximum.
+  const auto best =
+      first != values.end() ? first : std::max_element(values.begin(), values.end());
+  return static_cast<int32_t>(best - values.begin());
 }
 
 }  // namespace mlaserve::sampling

@@ -182,5 +182,27 @@ TEST(HostSamplingTest, VectorSumExpMatchesLongDouble) {
   }
 }
 
+// Argmax against std::max_element (the first index of the largest value): rows of every length
+// around the vector widths, the maximum in the vector part or the tail, repeated maxima (ties
+// go to the first), masked (-inf) entries and an all -inf row.
+TEST(HostSamplingTest, ArgmaxIsTheFirstLargestEntry) {
+  const float inf = std::numeric_limits<float>::infinity();
+  for (size_t n : {1, 2, 15, 16, 17, 31, 33, 1000, 102400}) {
+    for (uint32_t seed : {1u, 2u, 3u}) {
+      std::vector<float> v = LogitRow(n, 10.0f, seed * 7919u + static_cast<uint32_t>(n));
+      const std::string what = "n=" + std::to_string(n) + " seed=" + std::to_string(seed);
+      if (seed == 2) {  // the maximum in the last (tail) entry, and masked entries
+        v[n - 1] = 100.0f;
+        if (n > 3) v[1] = -inf;
+      }
+      if (seed == 3 && n > 4) {  // a tie: the same maximum at three places
+        v[n / 3] = v[n / 2] = v[n - 2] = 50.0f;
+      }
+      EXPECT_EQ(Argmax(v), std::max_element(v.begin(), v.end()) - v.begin()) << what;
+    }
+  }
+  EXPECT_EQ(Argmax(std::vector<float>(40, -inf)), 0);
+}
+
 }  // namespace
 }  // namespace mlaserve::sampling
