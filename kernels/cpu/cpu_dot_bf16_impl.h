@@ -66,11 +66,7 @@ struct DotBf16Impl {
   static void Tile(const uint32_t* a, const uint16_t* b, int64_t ldb, int64_t kb,
                    float* const* c, int64_t j, bool acc, const StreamTuning& tuning) {
     F s[M][R];
-#pragma GCC unroll 16
-    for (int i = 0; i < M; ++i) {
-#pragma GCC unroll 16
-      for (int r = 0; r < R; ++r) s[i][r] = V::Zero();
-    }
+    Gemv::ZeroAll(s);
     const uint16_t* rows[R];
     for (int r = 0; r < R; ++r) rows[r] = b + (j + r) * ldb;
     // The same columns of the weight rows `tuning.ahead_tiles` tiles on, as the f32 dot path
@@ -81,13 +77,7 @@ struct DotBf16Impl {
       Words bv[R];
 #pragma GCC unroll 16
       for (int r = 0; r < R; ++r) {
-        if (prefetch) {
-          if (nta) {
-            __builtin_prefetch(rows[r] + ahead + l, 0, 0);
-          } else {
-            __builtin_prefetch(rows[r] + ahead + l, 0, 2);
-          }
-        }
+        if (prefetch) Gemv::PrefetchLine(rows[r] + ahead + l, nta);
         bv[r] = n >= kStep ? V::LoadBf16(rows[r] + l) : V::LoadBf16N(rows[r] + l, n);
       }
 #pragma GCC unroll 16

@@ -32,16 +32,30 @@ struct GemvImpl {
     return g.c + (g.c_rows != nullptr ? g.c_rows[i] : i) * g.ldc;
   }
 
-  // Rows [j, j + R) of C for the M rows of A: every B element is loaded once.
-  template <class TB, int M, int R>
-  static void GemvTile(const float* const* a, const TB* b, int64_t ldb, int64_t k,
-                       float* const* c, int64_t j, bool acc, const StreamTuning& tuning) {
-    F s[M][R];
+  template <int M, int R>
+  [[gnu::always_inline]] static inline void ZeroAll(F (&s)[M][R]) {
 #pragma GCC unroll 16
     for (int i = 0; i < M; ++i) {
 #pragma GCC unroll 16
       for (int r = 0; r < R; ++r) s[i][r] = V::Zero();
     }
+  }
+
+  // Requests the line at p ahead of its use: into L2, or past the caches (non_temporal).
+  [[gnu::always_inline]] static inline void PrefetchLine(const void* p, bool non_temporal) {
+    if (non_temporal) {
+      __builtin_prefetch(p, 0, 0);
+    } else {
+      __builtin_prefetch(p, 0, 2);
+    }
+  }
+
+  // Rows [j, j + R) of C for the M rows of A: every B element is loaded once.
+  template <class TB, int M, int R>
+  static void GemvTile(const float* const* a, const TB* b, int64_t ldb, int64_t k,
+                       float* const* c, int64_t j, bool acc, const StreamTuning& tuning) {
+    F s[M][R];
+    ZeroAll(s);
     const TB* rows[R];
     for (int r = 0; r < R; ++r) rows[r] = b + (j + r) * ldb;
     // Demand loads alone keep too few lines in flight to cover memory latency when the
@@ -57,13 +71,7 @@ struct GemvImpl {
       F bv[R];
 #pragma GCC unroll 16
       for (int r = 0; r < R; ++r) {
-        if (prefetch) {
-          if (nta) {
-            __builtin_prefetch(rows[r] + ahead + l, 0, 0);
-          } else {
-            __builtin_prefetch(rows[r] + ahead + l, 0, 2);
-          }
-        }
+        if (prefetch) PrefetchLine(rows[r] + ahead + l, nta);
         bv[r] = load_b(rows[r] + l);
       }
 #pragma GCC unroll 16
