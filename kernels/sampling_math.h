@@ -45,15 +45,27 @@ MLASERVE_HOST_DEVICE inline uint64_t SplitMix64(uint64_t x) {
   return x ^ (x >> 31);
 }
 
-// Uniform in (0, 1), 53 random bits, never 0 or 1.
-MLASERVE_HOST_DEVICE inline double TokenUniform(uint64_t seed, uint64_t position, uint32_t token) {
-  const uint64_t stream = SplitMix64(SplitMix64(seed) ^ (position * 0xd1b54a32d192ed03ull));
+// The stream every token of one (seed, position) row draws from.
+MLASERVE_HOST_DEVICE inline uint64_t RowStream(uint64_t seed, uint64_t position) {
+  return SplitMix64(SplitMix64(seed) ^ (position * 0xd1b54a32d192ed03ull));
+}
+
+// Uniform in (0, 1), 53 random bits, never 0 or 1: token's draw from a row's stream.
+MLASERVE_HOST_DEVICE inline double StreamUniform(uint64_t stream, uint32_t token) {
   const uint64_t bits = SplitMix64(stream ^ (uint64_t{token} * 0x9e3779b97f4a7c15ull));
   return (static_cast<double>(bits >> 11) + 0.5) * (1.0 / 9007199254740992.0);
 }
 
+MLASERVE_HOST_DEVICE inline double TokenUniform(uint64_t seed, uint64_t position, uint32_t token) {
+  return StreamUniform(RowStream(seed, position), token);
+}
+
+MLASERVE_HOST_DEVICE inline double StreamGumbel(uint64_t stream, uint32_t token) {
+  return -::log(-::log(StreamUniform(stream, token)));
+}
+
 MLASERVE_HOST_DEVICE inline double Gumbel(uint64_t seed, uint64_t position, uint32_t token) {
-  return -::log(-::log(TokenUniform(seed, position, token)));
+  return StreamGumbel(RowStream(seed, position), token);
 }
 
 // A key that orders (value, id) by rank: larger value first, then lower id.
@@ -69,11 +81,17 @@ MLASERVE_HOST_DEVICE inline double RelativeProbability(float value, float max, f
   return ::exp((static_cast<double>(value) - max) / temperature);
 }
 
+// The Gumbel-max score of a kept token, its row's stream (RowStream) computed once.
+MLASERVE_HOST_DEVICE inline double StreamDrawScore(float value, float max, float temperature,
+                                                   uint64_t stream, int32_t id) {
+  return (static_cast<double>(value) - max) / temperature +
+         StreamGumbel(stream, static_cast<uint32_t>(id));
+}
+
 // The Gumbel-max score of a kept token.
 MLASERVE_HOST_DEVICE inline double DrawScore(float value, float max, float temperature,
                                              uint64_t seed, uint64_t position, int32_t id) {
-  return (static_cast<double>(value) - max) / temperature +
-         Gumbel(seed, position, static_cast<uint32_t>(id));
+  return StreamDrawScore(value, max, temperature, RowStream(seed, position), id);
 }
 
 }  // namespace mlaserve::sampling

@@ -131,6 +131,40 @@ TEST(HostSamplingTest, DrawsDependOnSeedAndPositionOnly) {
   EXPECT_NE(first, other);
 }
 
+// A vocabulary-sized row (the rank order comes from a radix sort there): four tokens tie at the
+// cut, which keeps the two lowest ids among them, by top-p and then by top-k with the same
+// scratch; every draw comes from the kept set of the plain definition, and each kept token is
+// drawn.
+TEST(HostSamplingTest, WideRowCutsTiesByRank) {
+  std::vector<float> row(5000);
+  for (size_t i = 0; i < row.size(); ++i) row[i] = -20.0f - static_cast<float>(i % 97) * 0.1f;
+  row[100] = 5.5f;
+  for (int id : {4000, 17, 2500, 3999}) row[id] = 5.0f;
+  row[42] = -std::numeric_limits<float>::infinity();
+  std::vector<int32_t> scratch;
+  for (const RowOptions& o : {Options(1.0f, 0, 0.6f, 0.0f, 9), Options(1.0f, 3, 1.0f, 0.0f, 10)}) {
+    const std::vector<double> expected = Expected(row, o);
+    std::vector<int> kept;
+    for (size_t t = 0; t < row.size(); ++t) {
+      if (expected[t] > 0) kept.push_back(static_cast<int>(t));
+    }
+    ASSERT_EQ(kept, (std::vector<int>{17, 100, 2500})) << "top_k " << o.top_k;
+    std::vector<int> counts(row.size(), 0);
+    RowOptions draw = o;
+    for (int i = 0; i < 3000; ++i) {
+      draw.position = i;
+      ++counts[DrawToken(row, draw, scratch)];
+    }
+    for (size_t t = 0; t < row.size(); ++t) {
+      if (expected[t] > 0) {
+        EXPECT_GT(counts[t], 0) << "top_k " << o.top_k << ": token " << t << " is kept";
+      } else {
+        EXPECT_EQ(counts[t], 0) << "top_k " << o.top_k << ": token " << t << " is cut";
+      }
+    }
+  }
+}
+
 // log Σ exp(v) in long double, term by term: the reference for both log-sum-exps.
 long double ExactLogSumExp(const std::vector<float>& v) {
   const float max = *std::max_element(v.begin(), v.end());
