@@ -165,6 +165,29 @@ TEST(HostSamplingTest, WideRowCutsTiesByRank) {
   }
 }
 
+// A draw depends on the row and its options only, not on what the reused scratch holds from
+// earlier draws: a scratch carried through every kind of cut draws what a fresh one draws.
+TEST(HostSamplingTest, DrawsDoNotDependOnTheScratchHistory) {
+  std::vector<float> row(20000);
+  uint32_t state = 5;
+  for (float& x : row) {
+    state = state * 1664525u + 1013904223u;
+    x = 10.0f * (static_cast<float>(state >> 8) / 16777216.0f - 0.5f);
+  }
+  std::vector<int32_t> carried;
+  for (const RowOptions& o : {Options(1.0f, 0, 0.9f, 0.0f, 1), Options(1.0f, 50, 1.0f, 0.0f, 2),
+                              Options(1.0f, 50, 0.9f, 0.0f, 3), Options(0.7f, 0, 1.0f, 0.05f, 4),
+                              Options(1.0f, 0, 1.0f, 0.0f, 5)}) {
+    RowOptions draw = o;
+    for (int i = 0; i < 20; ++i) {
+      draw.position = i;
+      std::vector<int32_t> fresh;
+      EXPECT_EQ(DrawToken(row, draw, carried), DrawToken(row, draw, fresh))
+          << "top_k " << o.top_k << " top_p " << o.top_p << " position " << i;
+    }
+  }
+}
+
 // log Σ exp(v) in long double, term by term: the reference for both log-sum-exps.
 long double ExactLogSumExp(const std::vector<float>& v) {
   const float max = *std::max_element(v.begin(), v.end());
