@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <numeric>
 #include <utility>
@@ -43,6 +44,24 @@ void SortByRank(absl::Span<const float> v, int32_t* idx, int32_t* tmp, int32_t n
   if (src != idx) std::copy(src, src + n, idx);
 }
 
+// Whether a kept token's score (StreamDrawScore) is certainly below `best`. Its Gumbel noise
+// -log(-log u) is at most -log(1 - u), since -log u >= 1 - u, so it stays below best when
+// 1 - u > exp(a - best), a = (value - max) / temperature (inv_temperature = 1 / temperature).
+// With t = a - best + 1e-6 (the margin covers every rounding) and 2^e <= 1 - u (e its binary
+// exponent), e > t * log2(e) + 1 is enough: no logarithm is taken, and a draw skips the noise of
+// most tokens this way and picks the same token.
+bool CannotReach(float value, float max, double inv_temperature, uint64_t stream, int32_t id,
+                 double best) {
+  const double t = (static_cast<double>(value) - max) * inv_temperature - best + 1e-6;
+  if (!(t < 0)) return false;  // NaN included
+  if (t < -700) return true;   // the noise is below 38 for every 53-bit uniform
+  const double rest = 1.0 - StreamUniform(stream, static_cast<uint32_t>(id));  // >= 2^-54
+  uint64_t bits;
+  std::memcpy(&bits, &rest, sizeof bits);
+  const int exponent = static_cast<int>((bits >> 52) & 0x7ff) - 1023;
+  return exponent > t * 1.4426950408889634 + 1.0 + 1e-9;
+}
+
 }  // namespace
 
 // Draws from softmax(values / temperature) restricted by top-k, min-p and top-p. The kept set is
@@ -53,11 +72,13 @@ int32_t DrawToken(absl::Span<const float> v, const RowOptions& o, std::vector<in
   const uint64_t seed = (uint64_t{o.seed_high} << 32) | o.seed_low;
   const uint64_t stream = RowStream(seed, static_cast<uint64_t>(o.position));
   const int32_t vocab = static_cast<int32_t>(v.size());
-  const float max = v[Argmax(v)];
+  const int32_t top = Argmax(v);
+  const float max = v[top];
   idx.resize(2 * v.size());  // the second half: the radix sort's buffer
   std::iota(idx.begin(), idx.begin() + vocab, 0);
   int32_t n = vocab;
-  if ((o.top_k > 0 && o.top_k < vocab) || o.min_p > 0.0f || o.top_p < 1.0f) {
+  const bool cut = (o.top_k > 0 && o.top_k < vocab) || o.min_p > 0.0f || o.top_p < 1.0f;
+  if (cut) {
     auto by_rank = [&](int32_t a, int32_t b) {
       return RankKey(v[a], a) > RankKey(v[b], b);
     };
@@ -90,15 +111,21 @@ int32_t DrawToken(absl::Span<const float> v, const RowOptions& o, std::vector<in
       }
     }
   }
+  // The highest score, ties to the lower id, over the kept tokens idx[0, n).
   int32_t best = idx[0];
   double best_score = -std::numeric_limits<double>::infinity();
-  for (int32_t i = 0; i < n; ++i) {
-    const int32_t id = idx[i];
+  auto consider = [&](int32_t id) {
     const double score = StreamDrawScore(v[id], max, o.temperature, stream, id);
     if (score > best_score || (score == best_score && id < best)) {
       best_score = score;
       best = id;
     }
+  };
+  consider(cut ? idx[0] : top);  // a kept token of the largest value first, for the bound
+  const double inv_temperature = 1.0 / static_cast<double>(o.temperature);
+  for (int32_t i = 0; i < n; ++i) {
+    const int32_t id = idx[i];
+    if (!CannotReach(v[id], max, inv_temperature, stream, id, best_score)) consider(id);
   }
   return best;
 }

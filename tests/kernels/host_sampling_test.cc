@@ -165,6 +165,56 @@ TEST(HostSamplingTest, WideRowCutsTiesByRank) {
   }
 }
 
+// Every draw is the Gumbel-max winner by the plain definition: the largest DrawScore over the
+// kept tokens, ties to the lower id (DrawToken skips the noise of tokens whose bound says they
+// cannot win; this checks it never skips the winner): low and high temperatures, a row of equal
+// values (the noise alone decides), masked entries, and cuts.
+TEST(HostSamplingTest, DrawsAreTheGumbelMaxOfTheKeptTokens) {
+  std::vector<float> spread(2000), masked(2000), flat(2000, 1.0f);
+  uint32_t state = 11;
+  for (size_t i = 0; i < spread.size(); ++i) {
+    state = state * 1664525u + 1013904223u;
+    spread[i] = 10.0f * (static_cast<float>(state >> 8) / 16777216.0f - 0.5f);
+    masked[i] = i % 3 == 0 ? -std::numeric_limits<float>::infinity() : spread[i];
+  }
+  struct Case {
+    const std::vector<float>* row;
+    RowOptions o;
+  };
+  std::vector<Case> cases;
+  for (const std::vector<float>* row : {&spread, &masked, &flat}) {
+    for (float t : {0.05f, 1.0f, 3.0f, 50.0f}) cases.push_back({row, Options(t, 0, 1.0f, 0.0f, 21)});
+  }
+  cases.push_back({&spread, Options(1.0f, 50, 1.0f, 0.0f, 22)});
+  cases.push_back({&spread, Options(0.7f, 0, 0.9f, 0.0f, 23)});
+  cases.push_back({&masked, Options(2.0f, 0, 1.0f, 0.01f, 24)});
+  std::vector<int32_t> scratch;
+  for (const Case& c : cases) {
+    const std::vector<float>& row = *c.row;
+    const std::vector<double> expected = Expected(row, c.o);
+    const bool cut = c.o.top_k > 0 || c.o.top_p < 1.0f || c.o.min_p > 0.0f;
+    const float max = *std::max_element(row.begin(), row.end());
+    const uint64_t seed = (uint64_t{c.o.seed_high} << 32) | c.o.seed_low;
+    RowOptions o = c.o;
+    for (int pos = 0; pos < 200; ++pos) {
+      o.position = pos;
+      int32_t want = -1;
+      double want_score = -std::numeric_limits<double>::infinity();
+      for (int32_t id = 0; id < static_cast<int32_t>(row.size()); ++id) {
+        if (cut && expected[id] == 0.0) continue;
+        const double score = DrawScore(row[id], max, o.temperature, seed, pos, id);
+        if (want < 0 || score > want_score) {
+          want = id;
+          want_score = score;
+        }
+      }
+      ASSERT_EQ(DrawToken(row, o, scratch), want)
+          << "T " << o.temperature << " top_k " << o.top_k << " top_p " << o.top_p << " min_p "
+          << o.min_p << " position " << pos;
+    }
+  }
+}
+
 // A draw depends on the row and its options only, not on what the reused scratch holds from
 // earlier draws: a scratch carried through every kind of cut draws what a fresh one draws.
 TEST(HostSamplingTest, DrawsDoNotDependOnTheScratchHistory) {
