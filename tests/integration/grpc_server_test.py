@@ -35,6 +35,10 @@ CONTEXT = 4096  # the tiny model's max_position_embeddings
 # The tiny model decodes a request this long in about half a second alone: long enough to be
 # aborted, cancelled or past a short deadline mid-stream. The drain test queues many of them.
 LONG = 4000
+# The drain the server is given: long enough for the checks made during it on a loaded host (at
+# 2 s a busy CI host saw the server gone before its second request), short against the drain
+# test's work (12 waves of MAX_NUM_SEQS streams of LONG tokens, 48,000 steps).
+DRAIN_S = 10
 
 
 def generate_messages(workdir):
@@ -132,7 +136,7 @@ class MlaserveTest(unittest.TestCase):
              "--port=%d" % cls.port, "--backend=cpu", "--threads=2",
              "--max_num_seqs=%d" % MAX_NUM_SEQS, "--max_num_batched_tokens=256",
              "--block_size=16", "--kv_cache_tokens=65536",
-             "--max_queue=%d" % MAX_QUEUE, "--drain_timeout_s=2", "--log_format=json",
+             "--max_queue=%d" % MAX_QUEUE, "--drain_timeout_s=%d" % DRAIN_S, "--log_format=json",
              "--metrics_port=0"],
             stderr=cls.log)
         cls.channel = grpc.insecure_channel("127.0.0.1:%d" % cls.port)
@@ -317,8 +321,8 @@ class MlaserveTest(unittest.TestCase):
     def test_99_sigterm_drains_and_exits_zero(self):
         watch = self.client.watch(health.HealthCheckRequest(service="mlaserve.v1.Inference"))
         self.assertEqual(next(watch).status, health.HealthCheckResponse.SERVING)
-        # More work than the 2 s drain allows (running and queued), however fast the host.
-        streams = [self.client.generate(greedy([i, 5], LONG)) for i in range(4 * MAX_NUM_SEQS)]
+        # More work than the drain allows (running and queued), however fast the host.
+        streams = [self.client.generate(greedy([i, 5], LONG)) for i in range(12 * MAX_NUM_SEQS)]
         next(streams[0])
         deadline = time.time() + 30
         while time.time() < deadline:
