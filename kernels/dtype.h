@@ -5,6 +5,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <optional>
 #include <string_view>
 
 namespace mlaserve {
@@ -45,6 +46,14 @@ constexpr std::string_view DTypeName(DType t) {
       return "float8_e4m3fn";
   }
   return "?";
+}
+
+// The activation dtype a command line names (--dtype): "float32" or "bfloat16"; nullopt for any
+// other name.
+constexpr std::optional<DType> ActivationDTypeFromName(std::string_view name) {
+  if (name == DTypeName(DType::kF32)) return DType::kF32;
+  if (name == DTypeName(DType::kBF16)) return DType::kBF16;
+  return std::nullopt;
 }
 
 // bf16 <-> f32. Rounding is round-to-nearest-even, NaN stays NaN (as torch does).

@@ -74,20 +74,22 @@ int32_t DrawToken(absl::Span<const float> v, const RowOptions& o, std::vector<in
   const int32_t vocab = static_cast<int32_t>(v.size());
   const int32_t top = Argmax(v);
   const float max = v[top];
-  idx.resize(2 * v.size());  // the second half: the radix sort's buffer
-  std::iota(idx.begin(), idx.begin() + vocab, 0);
   int32_t n = vocab;
   const bool cut = (o.top_k > 0 && o.top_k < vocab) || o.min_p > 0.0f || o.top_p < 1.0f;
-  if (cut) {
+  if (cut) {  // the kept tokens are idx[0, n); without a cut every token is kept
+    idx.resize(v.size());
+    std::iota(idx.begin(), idx.end(), 0);
     auto by_rank = [&](int32_t a, int32_t b) {
       return RankKey(v[a], a) > RankKey(v[b], b);
     };
     if (o.top_k > 0 && o.top_k < vocab) {
-      std::nth_element(idx.begin(), idx.begin() + o.top_k, idx.begin() + vocab, by_rank);
+      std::nth_element(idx.begin(), idx.begin() + o.top_k, idx.end(), by_rank);
       n = o.top_k;
     }
     if (n == vocab) {
+      idx.resize(2 * v.size());  // the second half: the radix sort's buffer
       SortByRank(v, idx.data(), idx.data() + vocab, n);
+      idx.resize(v.size());
     } else {
       std::sort(idx.begin(), idx.begin() + n, by_rank);
     }
@@ -111,8 +113,9 @@ int32_t DrawToken(absl::Span<const float> v, const RowOptions& o, std::vector<in
       }
     }
   }
-  // The highest score, ties to the lower id, over the kept tokens idx[0, n).
-  int32_t best = idx[0];
+  // The highest score, ties to the lower id, over the kept tokens.
+  auto kept_id = [&](int32_t i) { return cut ? idx[i] : i; };
+  int32_t best = kept_id(0);
   double best_score = -std::numeric_limits<double>::infinity();
   auto consider = [&](int32_t id) {
     const double score = StreamDrawScore(v[id], max, o.temperature, stream, id);
@@ -124,7 +127,7 @@ int32_t DrawToken(absl::Span<const float> v, const RowOptions& o, std::vector<in
   consider(cut ? idx[0] : top);  // a kept token of the largest value first, for the bound
   const double inv_temperature = 1.0 / static_cast<double>(o.temperature);
   for (int32_t i = 0; i < n; ++i) {
-    const int32_t id = idx[i];
+    const int32_t id = kept_id(i);
     if (!CannotReach(v[id], max, inv_temperature, stream, id, best_score)) consider(id);
   }
   return best;

@@ -1,5 +1,8 @@
 #include "server/cli/engine_flags.h"
 
+#include <optional>
+#include <string>
+
 #include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
 #include "engine/graph_runner.h"
@@ -92,12 +95,13 @@ absl::StatusOr<std::unique_ptr<Backend>> BackendFromFlags() {
   const int threads = absl::GetFlag(FLAGS_threads);
   if (threads < 0) return absl::InvalidArgumentError("--threads must not be negative");
   const std::string dtype = absl::GetFlag(FLAGS_dtype);
-  if (dtype != "float32" && dtype != "bfloat16") {
+  const std::optional<DType> activation = ActivationDTypeFromName(dtype);
+  if (!activation.has_value()) {
     return absl::InvalidArgumentError(
         absl::StrCat("--dtype: unknown value \"", dtype, "\" (float32 or bfloat16)"));
   }
   return CreateBackend(absl::GetFlag(FLAGS_backend), threads, absl::GetFlag(FLAGS_deterministic),
-                       dtype == "bfloat16" ? DType::kBF16 : DType::kF32);
+                       *activation);
 }
 
 }  // namespace mlaserve

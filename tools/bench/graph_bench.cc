@@ -24,6 +24,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -147,12 +148,13 @@ int Run() {
 
   setenv("MLASERVE_PROFILE", "1", 1);
   const std::string dtype = absl::GetFlag(FLAGS_dtype);
-  if (dtype != "float32" && dtype != "bfloat16") {
+  const std::optional<DType> activation = ActivationDTypeFromName(dtype);
+  if (!activation.has_value()) {
     std::fprintf(stderr, "--dtype must be float32 or bfloat16, not %s\n", dtype.c_str());
     return 1;
   }
   CpuBackend backend(absl::GetFlag(FLAGS_threads), absl::GetFlag(FLAGS_deterministic),
-                     dtype == "bfloat16" ? DType::kBF16 : DType::kF32);
+                     *activation);
   ModelOptions options;
   options.max_num_seqs = max_batch;
   options.max_num_tokens = std::max<int64_t>(max_batch, 256);
