@@ -14,7 +14,10 @@
 //
 // Blocking: column blocks of weight rows that fit half the L2 (each chunk of rows after the
 // first reads the block from there), chunks of 4 rows of A (16 KiB per pass, in L1) rounded
-// once per block and pass, tiles of up to 6 weight rows (24 accumulators).
+// once per block and pass, tiles of up to 6 weight rows (24 accumulators). A region (a block's
+// depth pass) is streamed from memory by its first chunk only; while the later chunks compute
+// from L2, they request the next region into L2, so the stream overlaps the arithmetic instead
+// of waiting for it (NextRegion, Tile's `next`).
 #ifndef MLASERVE_KERNELS_CPU_CPU_DOT_BF16_IMPL_H_
 #define MLASERVE_KERNELS_CPU_CPU_DOT_BF16_IMPL_H_
 
@@ -61,10 +64,17 @@ struct DotBf16Impl {
     }
   }
 
-  // C[i][j + r] (+)= A row i · weight row j + r over kb elements, i < M, r < R.
+  // The weight rows [j_begin, j_end), elements [k0, k0 + kb), of one depth pass of a block.
+  struct Region {
+    int64_t j_begin = 0, j_end = 0, k0 = 0, kb = 0;
+  };
+
+  // C[i][j + r] (+)= A row i · weight row j + r over kb elements, i < M, r < R. next: R weight
+  // rows ldb apart, requested into L2 at the offsets this tile reads (nullptr: none).
   template <int M, int R>
   static void Tile(const uint32_t* a, const uint16_t* b, int64_t ldb, int64_t kb,
-                   float* const* c, int64_t j, bool acc, const StreamTuning& tuning) {
+                   float* const* c, int64_t j, bool acc, const StreamTuning& tuning,
+                   const uint16_t* next) {
     F s[M][R];
     Gemv::ZeroAll(s);
     const uint16_t* rows[R];
@@ -72,12 +82,13 @@ struct DotBf16Impl {
     // The same columns of the weight rows `tuning.ahead_tiles` tiles on, as the f32 dot path
     // requests them (cpu_gemv_impl.h).
     const int64_t ahead = R * ldb * tuning.ahead_tiles;
-    const bool prefetch = tuning.ahead_tiles > 0, nta = tuning.non_temporal;
+    const bool prefetch = tuning.ahead_tiles > 0 && next == nullptr, nta = tuning.non_temporal;
     auto step = [&](int64_t l, int64_t n) {
       Words bv[R];
 #pragma GCC unroll 16
       for (int r = 0; r < R; ++r) {
         if (prefetch) Gemv::PrefetchLine(rows[r] + ahead + l, nta);
+        if (next != nullptr) Gemv::PrefetchLine(next + r * ldb + l, false);
         bv[r] = n >= kStep ? V::LoadBf16(rows[r] + l) : V::LoadBf16N(rows[r] + l, n);
       }
 #pragma GCC unroll 16
@@ -98,27 +109,54 @@ struct DotBf16Impl {
     }
   }
 
-  // Columns [n_begin, n_end) of one depth pass for rows [i0, i0 + M), their rounded words at a.
+  // Which tiles of a chunk request the next region: the later chunks of a region (every chunk
+  // after its first) take turns by tile, so between them they request it once.
+  struct NextShare {
+    const Region* next = nullptr;  // nullptr: this chunk requests nothing
+    int64_t turn = 0, turns = 1;   // tile t requests when t % turns == turn
+  };
+
+  // Columns cur.j_begin.. of depth pass cur for rows [i0, i0 + M), their rounded words at a.
   template <int M>
-  static void Chunk(const GemmArgs& g, const uint32_t* a, int64_t i0, int64_t k0, int64_t kb,
-                    int64_t n_begin, int64_t n_end, bool acc, const StreamTuning& tuning) {
+  static void Chunk(const GemmArgs& g, const uint32_t* a, int64_t i0, const Region& cur,
+                    bool acc, const StreamTuning& tuning, NextShare share) {
     constexpr int kRows = Gemv::TileRows(M);
     float* c[M];
     for (int i = 0; i < M; ++i) c[i] = Gemv::CRow(g, i0 + i);
-    const uint16_t* b = static_cast<const uint16_t*>(g.b) + k0;
-    int64_t j = n_begin;
-    for (; j + kRows <= n_end; j += kRows) Tile<M, kRows>(a, b, g.ldb, kb, c, j, acc, tuning);
-    for (; j < n_end; ++j) Tile<M, 1>(a, b, g.ldb, kb, c, j, acc, tuning);
+    const uint16_t* b = static_cast<const uint16_t*>(g.b) + cur.k0;
+    int64_t j = cur.j_begin;
+    for (int64_t t = 0; j + kRows <= cur.j_end; j += kRows, ++t) {
+      const uint16_t* next = nullptr;
+      if (share.next != nullptr && t % share.turns == share.turn) {
+        const int64_t jn = share.next->j_begin + (j - cur.j_begin);
+        if (jn + kRows <= share.next->j_end) {
+          next = static_cast<const uint16_t*>(g.b) + jn * g.ldb + share.next->k0;
+        }
+      }
+      Tile<M, kRows>(a, b, g.ldb, cur.kb, c, j, acc, tuning, next);
+    }
+    for (; j < cur.j_end; ++j) Tile<M, 1>(a, b, g.ldb, cur.kb, c, j, acc, tuning, nullptr);
   }
 
   template <size_t... I>
   static void ChunkFor(int64_t rows, std::index_sequence<I...>, const GemmArgs& g,
-                       const uint32_t* a, int64_t i0, int64_t k0, int64_t kb, int64_t n_begin,
-                       int64_t n_end, bool acc, const StreamTuning& tuning) {
-    using Fn = void (*)(const GemmArgs&, const uint32_t*, int64_t, int64_t, int64_t, int64_t,
-                        int64_t, bool, const StreamTuning&);
+                       const uint32_t* a, int64_t i0, const Region& cur, bool acc,
+                       const StreamTuning& tuning, NextShare share) {
+    using Fn = void (*)(const GemmArgs&, const uint32_t*, int64_t, const Region&, bool,
+                        const StreamTuning&, NextShare);
     static constexpr Fn kTable[] = {&Chunk<static_cast<int>(I) + 1>...};
-    kTable[rows - 1](g, a, i0, k0, kb, n_begin, n_end, acc, tuning);
+    kTable[rows - 1](g, a, i0, cur, acc, tuning, share);
+  }
+
+  // The region after cur in Run's order (passes of a block, then the next block), if any.
+  static bool NextRegion(const GemmArgs& g, int64_t block, const Region& cur, Region* next) {
+    if (cur.k0 + kDepth < g.k) {
+      *next = {cur.j_begin, cur.j_end, cur.k0 + kDepth, Lo(kDepth, g.k - cur.k0 - kDepth)};
+      return true;
+    }
+    if (cur.j_end >= g.n_end) return false;
+    *next = {cur.j_end, Lo(cur.j_end + block, g.n_end), 0, Lo(kDepth, g.k)};
+    return true;
   }
 
   // Requires Takes(g), g.m > 0, g.k > 0. scratch: kGemmScratchFloats.
@@ -130,16 +168,21 @@ struct DotBf16Impl {
     const int64_t row_bytes = Lo(g.k, kDepth) * 2;
     const int64_t block =
         row_bytes * kTile >= kL2Bytes ? kTile : kL2Bytes / row_bytes / kTile * kTile;
+    const int64_t later_chunks = (g.m - 1) / kChunkRows;
     for (int64_t jb = g.n_begin; jb < g.n_end; jb += block) {
       const int64_t je = Lo(jb + block, g.n_end);
       for (int64_t k0 = 0; k0 < g.k; k0 += kDepth) {
-        const int64_t kb = Lo(kDepth, g.k - k0);
+        const Region cur{jb, je, k0, Lo(kDepth, g.k - k0)};
+        Region next;
+        const bool has_next = later_chunks > 0 && NextRegion(g, block, cur, &next);
         const bool acc = g.accumulate || k0 > 0;
         for (int64_t i0 = 0; i0 < g.m; i0 += kChunkRows) {
           const int64_t rows = Lo(kChunkRows, g.m - i0);
-          RoundRows(g, i0, rows, k0, kb, a);
-          ChunkFor(rows, std::make_index_sequence<kChunkRows>(), g, a, i0, k0, kb, jb, je, acc,
-                   tuning);
+          NextShare share;
+          if (has_next && i0 > 0) share = {&next, i0 / kChunkRows - 1, later_chunks};
+          RoundRows(g, i0, rows, k0, cur.kb, a);
+          ChunkFor(rows, std::make_index_sequence<kChunkRows>(), g, a, i0, cur, acc, tuning,
+                   share);
         }
       }
     }
