@@ -109,15 +109,20 @@ void EngineCore::SampleTokens(const ScheduledBatch& batch) {
                    logits_.items[r] < static_cast<int32_t>(batch.items.size()));
     row_of_item_[static_cast<size_t>(logits_.items[r])] = static_cast<int32_t>(r);
   }
-  next_tokens_.clear();
-  choices_.clear();
+  sampled_items_.clear();
   for (size_t i = 0; i < batch.items.size(); ++i) {
     if (!batch.items[i].samples_token) continue;
     MLASERVE_CHECK(row_of_item_[i] >= 0);
+    sampled_items_.push_back(static_cast<int32_t>(i));
+  }
+  choices_.assign(sampled_items_.size(), TokenChoice{});
+  // Each task writes its own choice; every draw depends on its row, options and seed alone.
+  auto draw = [&](int64_t task, int lane) {
+    const auto i = static_cast<size_t>(sampled_items_[static_cast<size_t>(task)]);
     const Sequence& seq = *batch.items[i].seq;
     const absl::Span<const int32_t> tokens(seq.token_ids);
     const auto row = static_cast<size_t>(row_of_item_[i]);
-    TokenChoice choice;
+    TokenChoice& choice = choices_[static_cast<size_t>(task)];
     if (logits_.drawn_on_device) {
       const auto k = static_cast<size_t>(logits_.top_k);
       choice = ChoiceFromDraw(logits_.tokens[row], logits_.token_logprobs[row],
@@ -128,11 +133,20 @@ void EngineCore::SampleTokens(const ScheduledBatch& batch) {
       choice = SampleToken(logits_.row(row), seq.sampling,
                            tokens.subspan(0, static_cast<size_t>(seq.num_prompt_tokens)),
                            tokens.subspan(static_cast<size_t>(seq.num_prompt_tokens)),
-                           *seq.sampling.seed, seq.top_logprobs, scratch_);
+                           *seq.sampling.seed, seq.top_logprobs,
+                           scratch_[static_cast<size_t>(lane)]);
     }
-    next_tokens_.push_back(choice.token);
-    choices_.push_back(std::move(choice));
+  };
+  const auto count = static_cast<int64_t>(sampled_items_.size());
+  if (logits_.drawn_on_device) {
+    for (int64_t task = 0; task < count; ++task) draw(task, 0);
+  } else {
+    Backend& backend = runner_->backend();
+    scratch_.resize(static_cast<size_t>(backend.host_lanes()));
+    backend.RunHostTasks(count, draw);
   }
+  next_tokens_.clear();
+  for (const TokenChoice& choice : choices_) next_tokens_.push_back(choice.token);
 }
 
 void EngineCore::Emit(const SequenceOutput& output, TokenChoice choice, absl::Time now) {

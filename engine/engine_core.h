@@ -81,7 +81,8 @@ class EngineCore {
 
   // Fills step_seqs_ from the batch and stamps first scheduling times.
   void PrepareStep(const ScheduledBatch& batch, absl::Time now);
-  // Samples one token per item with samples_token into next_tokens_ / choices_.
+  // Samples one token per item with samples_token into next_tokens_ / choices_; rows of logits
+  // read in place are drawn on the backend's host threads (Backend::RunHostTasks).
   void SampleTokens(const ScheduledBatch& batch);
   // Streams one sampled token and ends the stream when the sequence finished.
   void Emit(const SequenceOutput& output, TokenChoice choice, absl::Time now);
@@ -104,7 +105,8 @@ class EngineCore {
   std::vector<int32_t> row_of_item_;
   std::vector<int32_t> next_tokens_;
   std::vector<TokenChoice> choices_;
-  SamplerScratch scratch_;
+  std::vector<SamplerScratch> scratch_;  // one per Backend::host_lanes()
+  std::vector<int32_t> sampled_items_;    // the batch items SampleTokens draws for, in order
   std::vector<absl::Duration> inter_token_;  // StepObservation::inter_token of the step
 
   uint64_t num_steps_ = 0;

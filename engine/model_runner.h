@@ -83,6 +83,7 @@ class ModelRunner {
   absl::Status Execute(absl::Span<const StepSequence> seqs, StepLogits* logits);
 
   DeepseekModel& model() { return *model_; }
+  Backend& backend() { return *backend_; }
   const ForwardLimits& limits() const { return builder_.limits(); }
   std::vector<int32_t> graph_buckets() const { return graphs_.buckets(); }
   const std::map<int32_t, uint64_t>& graph_replays() const { return graphs_.replays(); }

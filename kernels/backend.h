@@ -15,6 +15,7 @@
 #include <string>
 #include <string_view>
 
+#include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "kernels/params.h"
@@ -104,6 +105,17 @@ class Backend {
   // Where the host can read a contiguous device view in place, with every op enqueued so far
   // finished (the host backends: view.data()); nullptr where it has to be copied.
   virtual const void* HostAddress(const TensorView& view) const = 0;
+
+  // Host work between ops, such as drawing each row's token from logits read in place: runs
+  // fn(task, lane) once for every task < count and returns when all have returned. Tasks may
+  // run at the same time on up to host_lanes() threads, `lane` (< host_lanes()) naming the one
+  // running a task (for per-lane scratch), so a task touches only its own outputs. Called by the
+  // backend's owner between ops, never while a capture is open. Default: the tasks in order on
+  // the calling thread, lane 0.
+  virtual int host_lanes() const { return 1; }
+  virtual void RunHostTasks(int64_t count, absl::FunctionRef<void(int64_t task, int lane)> fn) {
+    for (int64_t task = 0; task < count; ++task) fn(task, 0);
+  }
 
   virtual void Embedding(const EmbeddingParams& p) = 0;
   virtual void RmsNorm(const RmsNormParams& p) = 0;

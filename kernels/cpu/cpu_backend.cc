@@ -3,6 +3,7 @@
 #include <sched.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdlib>
 #include <memory>
 
@@ -44,6 +45,19 @@ CpuBackend::CpuBackend(const CpuKernels& kernels, int num_threads, bool batch_in
 }
 
 CpuBackend::~CpuBackend() { std::free(arena_); }
+
+void CpuBackend::RunHostTasks(int64_t count, absl::FunctionRef<void(int64_t task, int lane)> fn) {
+  const int threads = static_cast<int>(std::min<int64_t>(count, num_threads()));
+  if (threads <= 1) {
+    for (int64_t task = 0; task < count; ++task) fn(task, 0);
+    return;
+  }
+  // Tasks may differ in cost (a greedy row beside a top-p one), so each thread takes the next.
+  std::atomic<int64_t> next{0};
+  ctx_.Parallel(threads, [&](int lane, int) {
+    for (int64_t task = next.fetch_add(1); task < count; task = next.fetch_add(1)) fn(task, lane);
+  });
+}
 
 std::unique_ptr<Backend> MakeCpuBackend(int num_threads, bool batch_invariant,
                                         DType activation_dtype) {

@@ -46,6 +46,10 @@ class CpuBackend : public HostBackend {
   // The kernels, threads and scratch the ops run with (e.g. for TuneStreaming).
   const CpuContext& context() const { return ctx_; }
 
+  // The team that runs the ops, each thread taking the next task until none is left.
+  int host_lanes() const override { return num_threads(); }
+  void RunHostTasks(int64_t count, absl::FunctionRef<void(int64_t task, int lane)> fn) override;
+
  protected:
   void RunEmbedding(const EmbeddingParams& p) override { CpuEmbedding(ctx_, p); }
   void RunRmsNorm(const RmsNormParams& p) override { CpuRmsNorm(ctx_, p); }

@@ -39,6 +39,7 @@ std::string Body(const v1::GenerateRequest& request) {
                          {"ignore_eos", request.stopping().ignore_eos()},
                          {"temperature", request.sampling().temperature()},
                          {"stream", true}};
+  if (request.sampling().has_top_p()) body["top_p"] = request.sampling().top_p();
   return body.dump();
 }
 

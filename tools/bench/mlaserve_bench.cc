@@ -45,6 +45,7 @@ ABSL_FLAG(double, request_rate, 0, "Poisson arrivals per second; 0 = closed loop
 ABSL_FLAG(int, prompt_tokens, 128, "prompt length in tokens (random ids)");
 ABSL_FLAG(int, output_tokens, 128, "tokens generated per request (eos ignored)");
 ABSL_FLAG(double, temperature, 0, "sampling temperature; 0 = greedy");
+ABSL_FLAG(double, top_p, 1, "nucleus sampling cut, in (0, 1]; 1 = none");
 ABSL_FLAG(uint64_t, seed, 1, "seed of the prompts and arrival times");
 ABSL_FLAG(std::string, rpc, "generate",
           "generate (streams, the table above) | get_server_info (unary round-trip latency; "
@@ -147,6 +148,9 @@ std::vector<v1::GenerateRequest> MakeRequests(uint32_t vocab_size, std::mt19937_
       r.mutable_token_ids()->add_ids(token(rng));
     }
     r.mutable_sampling()->set_temperature(static_cast<float>(absl::GetFlag(FLAGS_temperature)));
+    if (absl::GetFlag(FLAGS_top_p) != 1) {
+      r.mutable_sampling()->set_top_p(static_cast<float>(absl::GetFlag(FLAGS_top_p)));
+    }
     r.mutable_stopping()->set_max_tokens(static_cast<uint32_t>(absl::GetFlag(FLAGS_output_tokens)));
     r.mutable_stopping()->set_ignore_eos(true);
   }
