@@ -48,10 +48,7 @@ CpuBackend::~CpuBackend() { std::free(arena_); }
 
 void CpuBackend::RunHostTasks(int64_t count, absl::FunctionRef<void(int64_t task, int lane)> fn) {
   const int threads = static_cast<int>(std::min<int64_t>(count, num_threads()));
-  if (threads <= 1) {
-    for (int64_t task = 0; task < count; ++task) fn(task, 0);
-    return;
-  }
+  if (threads <= 1) return Backend::RunHostTasks(count, fn);
   // Tasks may differ in cost (a greedy row beside a top-p one), so each thread takes the next.
   std::atomic<int64_t> next{0};
   ctx_.Parallel(threads, [&](int lane, int) {
