@@ -12,6 +12,7 @@
 #include "kernels/cpu/cpu_backend.h"
 #include "nlohmann/json.hpp"
 #include "tests/engine/model_test_util.h"
+#include "tests/engine/safetensors_writer_util.h"
 
 namespace mlaserve::testing {
 namespace {
@@ -160,7 +161,10 @@ std::shared_ptr<const Tokenizer> TinyTokenizer() {
                                  {"ignore_merges", false},
                                  {"vocab", vocab},
                                  {"merges", nlohmann::json::array()}}}};
-  const std::string path = ::testing::TempDir() + "/tiny_tokenizer.json";
+  // A directory of its own: test processes run side by side (ctest -j), and one truncating a
+  // shared file while another read it failed the other's load.
+  const TempDir dir;
+  const std::string path = dir.File("tokenizer.json");
   std::ofstream(path) << json.dump();
   auto tokenizer = Tokenizer::Load(path);
   EXPECT_TRUE(tokenizer.ok()) << tokenizer.status();
