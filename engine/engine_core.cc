@@ -137,14 +137,9 @@ void EngineCore::SampleTokens(const ScheduledBatch& batch) {
                            scratch_[static_cast<size_t>(lane)]);
     }
   };
-  const auto count = static_cast<int64_t>(sampled_items_.size());
-  if (logits_.drawn_on_device) {
-    for (int64_t task = 0; task < count; ++task) draw(task, 0);
-  } else {
-    Backend& backend = runner_->backend();
-    scratch_.resize(static_cast<size_t>(backend.host_lanes()));
-    backend.RunHostTasks(count, draw);
-  }
+  Backend& backend = runner_->backend();
+  scratch_.resize(static_cast<size_t>(backend.host_lanes()));
+  backend.RunHostTasks(static_cast<int64_t>(sampled_items_.size()), draw);
   next_tokens_.clear();
   for (const TokenChoice& choice : choices_) next_tokens_.push_back(choice.token);
 }

@@ -81,8 +81,8 @@ class EngineCore {
 
   // Fills step_seqs_ from the batch and stamps first scheduling times.
   void PrepareStep(const ScheduledBatch& batch, absl::Time now);
-  // Samples one token per item with samples_token into next_tokens_ / choices_; rows of logits
-  // read in place are drawn on the backend's host threads (Backend::RunHostTasks).
+  // Samples one token per item with samples_token into next_tokens_ / choices_, the rows on
+  // the backend's host threads (Backend::RunHostTasks).
   void SampleTokens(const ScheduledBatch& batch);
   // Streams one sampled token and ends the stream when the sequence finished.
   void Emit(const SequenceOutput& output, TokenChoice choice, absl::Time now);

@@ -80,9 +80,9 @@ struct DotBf16Impl {
     const uint16_t* rows[R];
     for (int r = 0; r < R; ++r) rows[r] = b + (j + r) * ldb;
     // The same columns of the weight rows `tuning.ahead_tiles` tiles on, as the f32 dot path
-    // requests them (cpu_gemv_impl.h).
+    // requests them (cpu_gemv_impl.h); Run passes none to the chunks that read from L2.
     const int64_t ahead = R * ldb * tuning.ahead_tiles;
-    const bool prefetch = tuning.ahead_tiles > 0 && next == nullptr, nta = tuning.non_temporal;
+    const bool prefetch = tuning.ahead_tiles > 0, nta = tuning.non_temporal;
     auto step = [&](int64_t l, int64_t n) {
       Words bv[R];
 #pragma GCC unroll 16
@@ -169,6 +169,9 @@ struct DotBf16Impl {
     const int64_t block =
         row_bytes * kTile >= kL2Bytes ? kTile : kL2Bytes / row_bytes / kTile * kTile;
     const int64_t later_chunks = (g.m - 1) / kChunkRows;
+    // Only a region's first chunk reads it from memory, so only it requests lines ahead.
+    StreamTuning from_l2 = tuning;
+    from_l2.ahead_tiles = 0;
     for (int64_t jb = g.n_begin; jb < g.n_end; jb += block) {
       const int64_t je = Lo(jb + block, g.n_end);
       for (int64_t k0 = 0; k0 < g.k; k0 += kDepth) {
@@ -181,8 +184,8 @@ struct DotBf16Impl {
           NextShare share;
           if (has_next && i0 > 0) share = {&next, i0 / kChunkRows - 1, later_chunks};
           RoundRows(g, i0, rows, k0, cur.kb, a);
-          ChunkFor(rows, std::make_index_sequence<kChunkRows>(), g, a, i0, cur, acc, tuning,
-                   share);
+          ChunkFor(rows, std::make_index_sequence<kChunkRows>(), g, a, i0, cur, acc,
+                   i0 == 0 ? tuning : from_l2, share);
         }
       }
     }
