@@ -28,7 +28,7 @@ struct Avx512 {
   // (measured a little faster than 14 x 32 and than 8 x 48 or 6 x 64 with a shallower depth).
   static constexpr int kGemmMr = 12;
   static constexpr int kGemmNv = 2;
-  static constexpr int kGemvAcc = 24;
+  static constexpr int kRegisters = 32;
 
   static __mmask16 Mask(int64_t n) {
     return n >= kW ? static_cast<__mmask16>(0xffff)

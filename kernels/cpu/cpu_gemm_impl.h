@@ -6,8 +6,8 @@
 // V provides: F (a vector of kW floats), Zero, Set1, Load/LoadN (f32 or bf16 source, LoadN
 // zero-fills lanes >= n), Store/StoreN, Add, Fma(a, b, c) = a * b + c, ReduceAdd,
 // LoadBf16Pairs (kW 32-bit words, each two bf16 of consecutive k, split into the even-k and
-// odd-k f32 vectors), Transpose32 (a kW x kW transpose of 32-bit words), and the blocking
-// constants kGemmMr, kGemmNv, kGemvAcc. Optionally the bf16 dot product: Words, LoadWords,
+// odd-k f32 vectors), Transpose32 (a kW x kW transpose of 32-bit words), the blocking
+// constants kGemmMr and kGemmNv, and kRegisters (vector registers, which bound the tiles). Optionally the bf16 dot product: Words, LoadWords,
 // StoreWords, Set1Word, LoadBf16/LoadBf16N, RoundPair and DotBf16 (see Avx512Bf16), used for
 // bf16 activations against bf16 weights by the packed path and by cpu_dot_bf16_impl.h.
 #ifndef MLASERVE_KERNELS_CPU_CPU_GEMM_IMPL_H_
@@ -48,6 +48,16 @@ struct GemmImpl {
   static constexpr int64_t kAStride = kKc + 16;
   static_assert(kMc * kAStride + kKc * kNr <= kGemmScratchFloats);
   static constexpr bool kHasDotBf16 = requires { &V::DotBf16; };
+  // Whether a bf16-pair step (MicroPairs with f32 A: accumulators, even-k and odd-k B vectors,
+  // two broadcasts) needs more than the registers: with AVX2, 12 + 4 + 2 of 16. Such a build
+  // widens each bf16 panel to f32 as it packs it and runs the f32 micro-kernel (12 + 2 + 1).
+  // With MLASERVE_CPU_ISA=avx2 on the Zen 4 host (docs/performance.md), the 512-row prompt
+  // GEMMs went from 131-143 GFLOP/s with the spilling pair kernel to 170-202. Either way each
+  // accumulator adds its products in k order, so the results are the same.
+  static constexpr bool kWidenBf16Panels = kMr * kNv + 2 * kNv + 2 > V::kRegisters;
+  // Where a widened panel's bf16 pairs are packed first: after the f32 panel.
+  static constexpr int64_t kPairsOffset = kMc * kAStride + kKc * kNr;
+  static_assert(!kWidenBf16Panels || kPairsOffset + kKc / 2 * kNr <= kGemmScratchFloats);
 
   // PA: the packed A element (f32, or uint32_t bf16 pairs for the dot product); P: the packed
   // B panel element.
@@ -140,6 +150,21 @@ struct GemmImpl {
       scalar(p0, p0 + kW, full_rows);
     }
     scalar(p0, (kc + 1) / 2, 0);
+  }
+
+  // bf16 weights widened: bp[l * kNr + j] = B[j, l] as f32, zero past kc and for
+  // nr <= j < kNr. `pairs` holds the bf16-pair panel on the way (kKc / 2 * kNr words).
+  static void PackPanel(const uint16_t* b, int64_t ldb, int64_t nr, int64_t next_nr,
+                        int64_t kc, float* bp, uint32_t* pairs) {
+    PackPanel(b, ldb, nr, next_nr, kc, pairs);
+    for (int64_t p = 0; p < (kc + 1) / 2; ++p) {
+      for (int v = 0; v < kNv; ++v) {
+        F even, odd;
+        V::LoadBf16Pairs(pairs + p * kNr + v * kW, even, odd);
+        V::Store(bp + 2 * p * kNr + v * kW, even);
+        if (2 * p + 1 < kc) V::Store(bp + (2 * p + 1) * kNr + v * kW, odd);
+      }
+    }
   }
 
   // C tile (+)= r; nr < kNr masks the last columns.
@@ -273,7 +298,13 @@ struct GemmImpl {
         PackA(g, ic, mc, pc, kc, ap);
         for (int64_t jr = g.n_begin; jr < g.n_end; jr += kNr) {
           const int64_t nr = Lo(kNr, g.n_end - jr);
-          PackPanel(b + jr * g.ldb + pc, g.ldb, nr, Lo(kNr, g.n_end - jr - nr), kc, bp);
+          const int64_t next_nr = Lo(kNr, g.n_end - jr - nr);
+          if constexpr (std::is_same_v<TB, uint16_t> && std::is_same_v<P, float>) {
+            PackPanel(b + jr * g.ldb + pc, g.ldb, nr, next_nr, kc, bp,
+                      reinterpret_cast<uint32_t*>(scratch + kPairsOffset));
+          } else {
+            PackPanel(b + jr * g.ldb + pc, g.ldb, nr, next_nr, kc, bp);
+          }
           int64_t ir = 0;
           for (int64_t t = 0; t < tiles; ++t) {
             const int64_t mr = mc / tiles + (t < mc % tiles ? 1 : 0);
@@ -323,7 +354,11 @@ struct GemmImpl {
           return;
         }
       }
-      Packed<uint16_t, uint32_t, float>(g, scratch);
+      if constexpr (kWidenBf16Panels) {
+        Packed<uint16_t, float, float>(g, scratch);
+      } else {
+        Packed<uint16_t, uint32_t, float>(g, scratch);
+      }
     } else {
       Packed<float, float, float>(g, scratch);
     }

@@ -50,12 +50,24 @@ struct GemvImpl {
     }
   }
 
-  // Rows [j, j + R) of C for the M rows of A: every B element is loaded once.
-  template <class TB, int M, int R>
+  // Rows [j, j + R) of C for the M rows of A: every B element is loaded once. Each output
+  // element sums its products lane-wise in kChains accumulators (see Chains), which take
+  // consecutive vectors of k in turn, the vectors past the last whole turn and a partial one
+  // going to the first; the chains are added pairwise at the end. The order of a sum depends
+  // on kChains and k alone, not on M or R.
+  template <class TB, int M, int R, int kChains = 1>
   static void GemvTile(const float* const* a, const TB* b, int64_t ldb, int64_t k,
                        float* const* c, int64_t j, bool acc, const StreamTuning& tuning) {
-    F s[M][R];
-    ZeroAll(s);
+    static_assert(kChains == 1 || kChains == 2 || kChains == 4);
+    F s[M][R][kChains];
+#pragma GCC unroll 16
+    for (int i = 0; i < M; ++i) {
+#pragma GCC unroll 16
+      for (int r = 0; r < R; ++r) {
+#pragma GCC unroll 4
+        for (int q = 0; q < kChains; ++q) s[i][r][q] = V::Zero();
+      }
+    }
     const TB* rows[R];
     for (int r = 0; r < R; ++r) rows[r] = b + (j + r) * ldb;
     // Demand loads alone keep too few lines in flight to cover memory latency when the
@@ -67,7 +79,7 @@ struct GemvImpl {
     // (cpu_stream_tuning.h).
     const int64_t ahead = R * ldb * tuning.ahead_tiles;
     const bool prefetch = tuning.ahead_tiles > 0, nta = tuning.non_temporal;
-    auto step = [&](int64_t l, auto load_b, auto load_a) {
+    auto step = [&](int64_t l, int q, auto load_b, auto load_a) {
       F bv[R];
 #pragma GCC unroll 16
       for (int r = 0; r < R; ++r) {
@@ -78,21 +90,33 @@ struct GemvImpl {
       for (int i = 0; i < M; ++i) {
         const F av = load_a(a[i] + l);
 #pragma GCC unroll 16
-        for (int r = 0; r < R; ++r) s[i][r] = V::Fma(av, bv[r], s[i][r]);
+        for (int r = 0; r < R; ++r) s[i][r][q] = V::Fma(av, bv[r], s[i][r][q]);
       }
     };
+    auto load_b = [](const TB* p) { return V::Load(p); };
+    auto load_a = [](const float* p) { return V::Load(p); };
     int64_t l = 0;
-    for (; l + kW <= k; l += kW) {
-      step(l, [](const TB* p) { return V::Load(p); }, [](const float* p) { return V::Load(p); });
+    for (; l + kChains * kW <= k; l += kChains * kW) {
+#pragma GCC unroll 4
+      for (int q = 0; q < kChains; ++q) step(l + q * kW, q, load_b, load_a);
     }
+    for (; l + kW <= k; l += kW) step(l, 0, load_b, load_a);
     if (l < k) {
       const int64_t n = k - l;
-      step(l, [n](const TB* p) { return V::LoadN(p, n); },
+      step(l, 0, [n](const TB* p) { return V::LoadN(p, n); },
            [n](const float* p) { return V::LoadN(p, n); });
     }
     for (int i = 0; i < M; ++i) {
       for (int r = 0; r < R; ++r) {
-        const float v = V::ReduceAdd(s[i][r]);
+        F* t = s[i][r];
+        if constexpr (kChains == 4) {
+          t[0] = V::Add(t[0], t[1]);
+          t[2] = V::Add(t[2], t[3]);
+          t[0] = V::Add(t[0], t[2]);
+        } else if constexpr (kChains == 2) {
+          t[0] = V::Add(t[0], t[1]);
+        }
+        const float v = V::ReduceAdd(t[0]);
         c[i][j + r] = acc ? c[i][j + r] + v : v;
       }
     }
@@ -106,26 +130,44 @@ struct GemvImpl {
   // docs/performance.md): batch-1 decode 42-43 -> 39-40 ms, batches 8 and 16 no slower.
   static constexpr int64_t kFixedDepth = 4096;
 
+  // Depth per pass for a single row outside kFixed: ...
+  static constexpr int64_t kSingleRowDepth = 32768;
+
   // More rows than this go through the weights in chunks of this many (RunChunked): each
   // weight vector, once widened, feeds kChunkRows x TileRows FMAs. On the AMD EPYC host (Zen 4,
   // AVX-512; its two cores' FMA peak is 229 GFLOP/s), `MLASERVE_BENCH_DETERMINISTIC=1
   // mlaserve-kernel-bench --benchmark_filter=BM_Gemm/16/`: chunks of 4 rows x 6 weight rows
   // 165-167 GFLOP/s (21888 x 2048) and 150-151 (2048 x 10944) against 154 and 124-127 for the
   // earlier 8 x 3 (and, with A copied once per call, 189-192 and 189-190 where the prefetch
-  // into L2 is chosen); 2-row chunks re-read the weights from L2 too often. With AVX2's 12
-  // accumulators a 4-row chunk gets 3 weight rows where 8 rows got one.
+  // into L2 is chosen); 2-row chunks re-read the weights from L2 too often. With AVX2's 16
+  // registers a 4-row chunk gets 3 weight rows where 8 rows got one.
   static constexpr int kChunkRows = 4;
 
-  // Weight rows per tile for M rows of A: one for a single row, so each thread reads one
-  // sequential stream (bandwidth-bound: on the AMD EPYC Zen 4 host, `mlaserve generate` decoded
-  // lite-slice-4 at 45.2-46.7 tok/s against 38.5-39.6 with 4 interleaved rows, when the host was
-  // in its fast state; both read 29 in its slow one); otherwise as many as the accumulators allow,
-  // at most 6. Every output element keeps one accumulator whatever the tile, so the order of its
-  // sum does not depend on M.
-  static constexpr int TileRows(int m) {
-    const int r = V::kGemvAcc / m;
+  // Weight rows per tile for M rows of A and `chains` accumulators per output (GemvTile): one
+  // for a single row, so each thread reads one sequential stream (bandwidth-bound: on the AMD
+  // EPYC Zen 4 host, `mlaserve generate` decoded lite-slice-4 at 45.2-46.7 tok/s against
+  // 38.5-39.6 with 4 interleaved rows, when the host was in its fast state; both read 29 in its
+  // slow one); otherwise as many as the vector registers hold with their m x r x chains
+  // accumulators, r weight vectors and a row of A (a tile that spills reads and writes
+  // accumulators through the stack on every step: with AVX2's 16 registers, 2 x 6 and 3 x 4
+  // did), at most 6.
+  static constexpr int TileRows(int m, int chains = 1) {
+    const int r = (V::kRegisters - 1) / (m * chains + 1);
     const int cap = m == 1 ? 1 : 6;
     return r < 1 ? 1 : (r > cap ? cap : r);
+  }
+
+  // Accumulator chains per output element (GemvTile) for M rows of A. With one chain a single
+  // row's FMAs wait on each other, which caps it at one vector of weights per FMA latency: with
+  // AVX2's 8 lanes about 14 GB/s of bf16 weights per core at 3.6 GHz, under what one core
+  // streams on current hosts (`MLASERVE_CPU_ISA=avx2`, one thread, on the Zen 4 host: 14-17
+  // GB/s with one chain, 21-29 with four). Under kFixed (--deterministic, the default) every
+  // row count must sum in the same order, and two chains for all of them measured 0.65-0.7x
+  // at 4 and 16 rows (the smaller tiles they leave room for are bound by loads), so it keeps
+  // one. AVX-512 keeps one everywhere (two or four measured no faster on that host, some shapes
+  // slower).
+  static constexpr int Chains(int m, bool fixed) {
+    return kW < 16 && !fixed && m == 1 ? 4 : 1;
   }
 
   // Rows of A already copied (and rounded, for bf16 inputs) for every chunk of one call:
@@ -152,12 +194,14 @@ struct GemvImpl {
 
   template <class TB, int M, bool kFixed>
   static void Gemv(const GemmArgs& g, float* scratch, PreparedA prepared) {
-    constexpr int kRows = TileRows(M);
+    constexpr int kChains = Chains(M, kFixed);
+    constexpr int kRows = TileRows(M, kChains);
     // Depth per pass: the M rows of A (32 KiB) stay in L1 while every weight row of the
     // thread streams past them once per pass; A read from L2 instead would limit the stream.
     // They are copied at a pitch of kDepth plus one cache line: rows of A (and B) a multiple
     // of 4 KiB apart would all compete for the same L1 sets.
-    constexpr int64_t kDepth = kFixed ? kFixedDepth : (32 * 1024 / (4 * M)) / 64 * 64;
+    constexpr int64_t kDepth =
+        kFixed ? kFixedDepth : (M == 1 ? kSingleRowDepth : (32 * 1024 / (4 * M)) / 64 * 64);
     constexpr int64_t kPitch = kDepth + 16;
     static_assert(M * kPitch <= kGemmScratchFloats);
     const float* a[M];
@@ -176,9 +220,11 @@ struct GemvImpl {
       }
       int64_t j = g.n_begin;
       for (; j + kRows <= g.n_end; j += kRows) {
-        GemvTile<TB, M, kRows>(a, b + k0, g.ldb, kb, c, j, acc, tuning);
+        GemvTile<TB, M, kRows, kChains>(a, b + k0, g.ldb, kb, c, j, acc, tuning);
       }
-      for (; j < g.n_end; ++j) GemvTile<TB, M, 1>(a, b + k0, g.ldb, kb, c, j, acc, tuning);
+      for (; j < g.n_end; ++j) {
+        GemvTile<TB, M, 1, kChains>(a, b + k0, g.ldb, kb, c, j, acc, tuning);
+      }
     }
   }
 
@@ -203,7 +249,7 @@ struct GemvImpl {
       return;
     }
     constexpr int64_t kL2Bytes = 512 * 1024;
-    constexpr int64_t kTile = TileRows(kChunkRows);
+    constexpr int64_t kTile = TileRows(kChunkRows, Chains(kChunkRows, kFixed));
     const int64_t row_bytes = g.k * static_cast<int64_t>(sizeof(TB));
     const int64_t block =
         row_bytes * kTile >= kL2Bytes ? kTile : kL2Bytes / row_bytes / kTile * kTile;

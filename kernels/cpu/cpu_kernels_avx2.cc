@@ -16,7 +16,7 @@ struct Avx2 {
   // 6 x 16 micro-tiles: 12 accumulators, 2 B vectors and a broadcast of the 16 registers.
   static constexpr int kGemmMr = 6;
   static constexpr int kGemmNv = 2;
-  static constexpr int kGemvAcc = 12;
+  static constexpr int kRegisters = 16;
 
   static __m256i Mask(int64_t n) {
     const int32_t c = static_cast<int32_t>(n < 0 ? 0 : (n > kW ? kW : n));

@@ -16,7 +16,7 @@ struct Scalar {
   static constexpr int kW = 1;
   static constexpr int kGemmMr = 4;
   static constexpr int kGemmNv = 4;
-  static constexpr int kGemvAcc = 8;
+  static constexpr int kRegisters = 16;  // xmm registers, one float each
 
   static F Zero() { return 0.0f; }
   static F Set1(float x) { return x; }

@@ -39,7 +39,8 @@ bool ParseTuning(const std::string& s, StreamTuning* out) {
 }
 
 // Seconds of one single-row GEMM over `b` ([rows, k] bf16), each thread of `ctx` streaming its
-// own slice of rows.
+// own slice of rows, by the dot products the backend's decode rows take (kFixedDot on a
+// batch-invariant backend: the kernels differ in their accumulator chains, cpu_gemv_impl.h).
 double TimePass(const CpuContext& ctx, const uint16_t* b, int64_t rows, int64_t k, const float* a,
                 float* c) {
   GemmArgs g;
@@ -52,6 +53,7 @@ double TimePass(const CpuContext& ctx, const uint16_t* b, int64_t rows, int64_t 
   g.ldc = rows;
   g.m = 1;
   g.k = k;
+  g.path = ctx.batch_invariant() ? GemmPath::kFixedDot : GemmPath::kBySize;
   const auto start = std::chrono::steady_clock::now();
   ctx.Parallel(ctx.num_threads(), [&](int t, int team) {
     const Range slice = SplitRange(rows, team, t, 16);
