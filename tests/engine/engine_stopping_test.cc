@@ -2,10 +2,12 @@
 // stop_token_ids, min_tokens, stop strings (with include_stop_str_in_output), text flushing,
 // and completion_tokens == streamed ids for every finish reason.
 #include <algorithm>
+#include <atomic>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "absl/synchronization/notification.h"
 #include "engine/engine.h"
 #include "gtest/gtest.h"
 #include "tests/engine/engine_test_util.h"
@@ -161,14 +163,32 @@ TEST_F(EngineStoppingTest, StopStringEndsTheTextBeforeIt) {
 
 TEST_F(EngineStoppingTest, HeldBackTextIsFlushedAtTheEnd) {
   // A stop string that starts like the output's ending but never completes: the tail is held
-  // back while it might, and must still arrive before the end.
+  // back while it might, and must still arrive before the end. The engine waits after its
+  // first step until the first update has been taken, so the output comes in at least two
+  // updates (the last one flushing the tail) however the threads are scheduled.
+  absl::Notification first_taken;
+  std::atomic<bool> waited{false};
+  TestEngineOptions options;
+  options.on_step = [&](const StepObservation&) {
+    if (!waited.exchange(true)) first_taken.WaitForNotification();
+  };
+  std::unique_ptr<Engine> engine = NewEngine(std::move(options));
+  ASSERT_NE(engine, nullptr);
   const std::string last = reference_.text.substr(reference_.text.size() - 1);
   Request request = GreedyRequest(prompt_, kMaxTokens);
   request.stopping.stop = {last + "\x01\x02"};
-  const StreamResult r = RunToEnd(*engine_, request);
-  EXPECT_EQ(r.completion.finish_reason, FinishReason::kLength);
-  EXPECT_EQ(r.text, reference_.text);
-  EXPECT_GE(r.num_updates, 2);
+  auto stream = engine->Submit(std::move(request));
+  if (!stream.ok()) first_taken.Notify();
+  ASSERT_TRUE(stream.ok()) << stream.status();
+  StreamUpdate first = (*stream)->WaitAndTake();
+  while (first.empty() && !(*stream)->ended()) first = (*stream)->WaitAndTake();
+  first_taken.Notify();
+  ASSERT_FALSE(first.ends_stream()) << "the engine ended the request in its first step";
+  const StreamResult rest = Collect(**stream);
+  ASSERT_TRUE(rest.status.ok()) << rest.status;
+  EXPECT_EQ(rest.completion.finish_reason, FinishReason::kLength);
+  EXPECT_EQ(first.text + rest.text, reference_.text);
+  EXPECT_EQ(first.token_ids.size() + rest.token_ids.size(), reference_.token_ids.size());
 }
 
 }  // namespace
