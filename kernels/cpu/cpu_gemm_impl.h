@@ -7,9 +7,10 @@
 // zero-fills lanes >= n), Store/StoreN, Add, Fma(a, b, c) = a * b + c, ReduceAdd,
 // LoadBf16Pairs (kW 32-bit words, each two bf16 of consecutive k, split into the even-k and
 // odd-k f32 vectors), Transpose32 (a kW x kW transpose of 32-bit words), the blocking
-// constants kGemmMr and kGemmNv, and kRegisters (vector registers, which bound the tiles). Optionally the bf16 dot product: Words, LoadWords,
-// StoreWords, Set1Word, LoadBf16/LoadBf16N, RoundPair and DotBf16 (see Avx512Bf16), used for
-// bf16 activations against bf16 weights by the packed path and by cpu_dot_bf16_impl.h.
+// constants kGemmMr and kGemmNv, and kRegisters (vector registers, which bound the tiles).
+// Optionally the bf16 dot product: Words, LoadWords, StoreWords, Set1Word, LoadBf16/LoadBf16N,
+// RoundPair and DotBf16 (see Avx512Bf16), used for bf16 activations against bf16 weights by
+// the packed path and by cpu_dot_bf16_impl.h.
 #ifndef MLASERVE_KERNELS_CPU_CPU_GEMM_IMPL_H_
 #define MLASERVE_KERNELS_CPU_CPU_GEMM_IMPL_H_
 

@@ -130,7 +130,11 @@ struct GemvImpl {
   // docs/performance.md): batch-1 decode 42-43 -> 39-40 ms, batches 8 and 16 no slower.
   static constexpr int64_t kFixedDepth = 4096;
 
-  // Depth per pass for a single row outside kFixed: ...
+  // Depth per pass for a single row outside kFixed: one pass over any hidden size or MLP width
+  // of the DeepSeek family, so each weight row is one sequential stream; the row of A (up to
+  // 128 KiB) is read from L2 at one vector per weight vector, which keeps up. In passes of
+  // 8,192 a 10,944-deep row was a strided stream: on the Zen 4 host (AVX-512, one thread,
+  // 1 x 2048 x 10944) 18.9-19.6 -> 22.2-22.4 GB/s with t1:1, 8.6-10.3 -> 11.0-12.5 with none.
   static constexpr int64_t kSingleRowDepth = 32768;
 
   // More rows than this go through the weights in chunks of this many (RunChunked): each
@@ -143,21 +147,21 @@ struct GemvImpl {
   // registers a 4-row chunk gets 3 weight rows where 8 rows got one.
   static constexpr int kChunkRows = 4;
 
-  // Weight rows per tile for M rows of A and `chains` accumulators per output (GemvTile): one
-  // for a single row, so each thread reads one sequential stream (bandwidth-bound: on the AMD
-  // EPYC Zen 4 host, `mlaserve generate` decoded lite-slice-4 at 45.2-46.7 tok/s against
-  // 38.5-39.6 with 4 interleaved rows, when the host was in its fast state; both read 29 in its
-  // slow one); otherwise as many as the vector registers hold with their m x r x chains
-  // accumulators, r weight vectors and a row of A (a tile that spills reads and writes
-  // accumulators through the stack on every step: with AVX2's 16 registers, 2 x 6 and 3 x 4
-  // did), at most 6.
-  static constexpr int TileRows(int m, int chains = 1) {
-    const int r = (V::kRegisters - 1) / (m * chains + 1);
+  // Weight rows per tile for M rows of A: one for a single row, so each thread reads one
+  // sequential stream (bandwidth-bound: on the AMD EPYC Zen 4 host, `mlaserve generate` decoded
+  // lite-slice-4 at 45.2-46.7 tok/s against 38.5-39.6 with 4 interleaved rows, when the host was
+  // in its fast state; both read 29 in its slow one); otherwise as many as the vector registers
+  // hold with their m x r accumulators, r weight vectors and a row of A (a tile that spills
+  // reads and writes accumulators through the stack on every step: with AVX2's 16 registers,
+  // 2 x 6 and 3 x 4 did), at most 6.
+  static constexpr int TileRows(int m) {
+    const int r = (V::kRegisters - 1) / (m + 1);
     const int cap = m == 1 ? 1 : 6;
     return r < 1 ? 1 : (r > cap ? cap : r);
   }
 
-  // Accumulator chains per output element (GemvTile) for M rows of A. With one chain a single
+  // Accumulator chains per output element (GemvTile) for M rows of A; only a single row, whose
+  // tile is one weight row, has registers to spare for more than one. With one chain a single
   // row's FMAs wait on each other, which caps it at one vector of weights per FMA latency: with
   // AVX2's 8 lanes about 14 GB/s of bf16 weights per core at 3.6 GHz, under what one core
   // streams on current hosts (`MLASERVE_CPU_ISA=avx2`, one thread, on the Zen 4 host: 14-17
@@ -195,7 +199,7 @@ struct GemvImpl {
   template <class TB, int M, bool kFixed>
   static void Gemv(const GemmArgs& g, float* scratch, PreparedA prepared) {
     constexpr int kChains = Chains(M, kFixed);
-    constexpr int kRows = TileRows(M, kChains);
+    constexpr int kRows = TileRows(M);
     // Depth per pass: the M rows of A (32 KiB) stay in L1 while every weight row of the
     // thread streams past them once per pass; A read from L2 instead would limit the stream.
     // They are copied at a pitch of kDepth plus one cache line: rows of A (and B) a multiple
@@ -249,7 +253,7 @@ struct GemvImpl {
       return;
     }
     constexpr int64_t kL2Bytes = 512 * 1024;
-    constexpr int64_t kTile = TileRows(kChunkRows, Chains(kChunkRows, kFixed));
+    constexpr int64_t kTile = TileRows(kChunkRows);
     const int64_t row_bytes = g.k * static_cast<int64_t>(sizeof(TB));
     const int64_t block =
         row_bytes * kTile >= kL2Bytes ? kTile : kL2Bytes / row_bytes / kTile * kTile;
