@@ -132,7 +132,7 @@ struct GemvImpl {
   // there passes are 512 deep, a single row sweeps its row once with kFixedPassesInFlight
   // passes side by side (GemvRowPasses: the same sums, independent chains), and a tile of more
   // rows goes through all its passes before the next (Gemv). `MLASERVE_CPU_ISA=avx2` on the
-  // Zen 4 host, one thread: one row 15-16 -> 19-25 GB/s, 4 and 16 rows 0.94-1.08x; the replayed
+  // Zen 4 host, one thread: one row 15-16 -> 19-25 GB/s, 4 and 16 rows 0.94-1.12x; the replayed
   // step (mlaserve-graph-bench --deterministic): batch 1 on one thread 68.2 -> 40.1 ms, batch
   // 16 on two 182-184 -> 155-160 ms.
   static constexpr int64_t kFixedDepth = kW == 8 ? 512 : 4096;
