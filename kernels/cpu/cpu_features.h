@@ -32,6 +32,7 @@ struct CpuInfo {
   // once, at detection, when the processor has AMX); without it a tile instruction faults.
   bool amx_permitted = false;
   int64_t l1d_bytes = 0, l2_bytes = 0;      // per core; 0: unknown
+  int64_t l3_bytes = 0;  // shared, as Linux's sysfs describes cpu0's level-3 cache; 0: unknown
 
   bool is_intel() const { return vendor == "GenuineIntel"; }
   bool is_amd() const { return vendor == "AuthenticAMD"; }
@@ -39,6 +40,12 @@ struct CpuInfo {
 
 // This processor's CpuInfo (computed on first use; thread-safe).
 const CpuInfo& GetCpuInfo();
+
+// A byte count of at least `floor` and at least three times this processor's last-level cache,
+// in whole 2 MiB pages: a buffer that large, read in a cycle, comes from memory on every pass
+// (server processors hold 100-300 MiB of L3, so a fixed size that misses one host's cache can sit
+// in another's).
+int64_t BytesBeyondLastLevelCache(int64_t floor);
 
 // The most capable ISA this processor runs: kAvx512 needs AVX-512 F/BW/VL/DQ, kAvx512Bf16 also
 // AVX512_BF16, kAmxBf16 also AMX-TILE, AMX-BF16 and the permission; kAvx2 needs AVX2, FMA and

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "kernels/check.h"
+#include "kernels/cpu/cpu_features.h"
 
 namespace mlaserve {
 namespace {
@@ -68,24 +69,27 @@ double TimePass(const CpuContext& ctx, const uint16_t* b, int64_t rows, int64_t 
 }  // namespace
 
 StreamTuningChoice ProbeStreamTuning(const CpuContext& ctx) {
-  // 128 MiB of bf16: four times the largest L3 of the hosts at hand, so every pass comes from
-  // memory, and a pass (3-10 ms) is long against the scheduler's and the neighbours' noise.
-  constexpr int64_t kK = 2048, kRows = 32768;
-  constexpr size_t kBytes = kK * kRows * sizeof(uint16_t);
+  // At least 128 MiB of bf16 and three times the last-level cache, so every pass comes from
+  // memory (a 16-core slice of a server processor can hold 300 MiB of L3, where a fixed 128 MiB
+  // read at cache speed), and a pass (3-15 ms) is long against the scheduler's and the
+  // neighbours' noise.
+  constexpr int64_t kK = 2048;
   constexpr size_t kHuge = size_t{2} << 20;
   constexpr int kRounds = 5;
-  void* mem = std::aligned_alloc(kHuge, kBytes);
+  const size_t bytes = static_cast<size_t>(BytesBeyondLastLevelCache(int64_t{128} << 20));
+  const int64_t rows = static_cast<int64_t>(bytes / (kK * sizeof(uint16_t)));
+  void* mem = std::aligned_alloc(kHuge, bytes);
   MLASERVE_CHECK_MSG(mem != nullptr, "stream tuning probe allocation failed");
-  madvise(mem, kBytes, MADV_HUGEPAGE);  // as the backend's weight allocations (host_backend.cc)
+  madvise(mem, bytes, MADV_HUGEPAGE);  // as the backend's weight allocations (host_backend.cc)
   auto* b = static_cast<uint16_t*>(mem);
-  for (size_t i = 0; i < kBytes / sizeof(uint16_t); ++i) b[i] = 0x3c00;  // bf16 0.0078125
-  std::vector<float> a(kK, 1.0f), c(kRows);
+  std::fill(b, b + bytes / sizeof(uint16_t), uint16_t{0x3c00});  // bf16 0.0078125
+  std::vector<float> a(kK, 1.0f), c(rows);
 
   constexpr StreamTuning kCandidates[] = {{0, false}, {1, true},  {4, true},
                                           {1, false}, {2, false}, {4, false}};
   constexpr int kCount = sizeof(kCandidates) / sizeof(kCandidates[0]);
   SetStreamTuning(kCandidates[1]);
-  TimePass(ctx, b, kRows, kK, a.data(), c.data());  // warm the pages and TLB
+  TimePass(ctx, b, rows, kK, a.data(), c.data());  // warm the pages and TLB
   // Rounds interleave the candidates, each round in a rotated order, so a slow spell of the
   // host (its bandwidth moves by 2x within minutes on shared machines) falls on all of them;
   // each is then judged by its median pass.
@@ -94,13 +98,13 @@ StreamTuningChoice ProbeStreamTuning(const CpuContext& ctx) {
     for (int i = 0; i < kCount; ++i) {
       const int cand = (i + r) % kCount;
       SetStreamTuning(kCandidates[cand]);
-      seconds[cand][r] = TimePass(ctx, b, kRows, kK, a.data(), c.data());
+      seconds[cand][r] = TimePass(ctx, b, rows, kK, a.data(), c.data());
     }
   }
   StreamTuningChoice choice{kCandidates[1], "probe", 0, ""};
   for (int cand = 0; cand < kCount; ++cand) {
     std::sort(seconds[cand], seconds[cand] + kRounds);
-    const double gbps = static_cast<double>(kBytes) / seconds[cand][kRounds / 2] / 1e9;
+    const double gbps = static_cast<double>(bytes) / seconds[cand][kRounds / 2] / 1e9;
     if (gbps > choice.probe_gbps) {
       choice.probe_gbps = gbps;
       choice.tuning = kCandidates[cand];

@@ -2,6 +2,9 @@
 // of the same cpuid bits and OS state.
 #include "kernels/cpu/cpu_features.h"
 
+#include <cpuid.h>
+
+#include <cstdint>
 #include <fstream>
 #include <set>
 #include <sstream>
@@ -48,6 +51,33 @@ TEST(CpuFeaturesTest, AgreesWithProcCpuinfo) {
   EXPECT_EQ(c.avx512_bf16, flags.count("avx512_bf16") > 0);
   EXPECT_EQ(c.amx_tile, flags.count("amx_tile") > 0);
   EXPECT_EQ(c.amx_bf16, flags.count("amx_bf16") > 0);
+}
+
+// The level-3 cache of this processor by the deterministic cache parameters cpuid leaf (4 on
+// Intel, 0x8000001D on AMD): ways x partitions x line size x sets; 0 when not listed.
+int64_t CpuidL3Bytes(bool amd) {
+  const unsigned leaf = amd ? 0x8000001D : 4;
+  unsigned eax, ebx, ecx, edx;
+  if (__get_cpuid_max(leaf & 0x80000000, nullptr) < leaf) return 0;
+  for (unsigned sub = 0; sub < 16; ++sub) {
+    __cpuid_count(leaf, sub, eax, ebx, ecx, edx);
+    if ((eax & 0x1f) == 0) break;  // no more caches
+    if (((eax >> 5) & 7) != 3) continue;
+    return int64_t{((ebx >> 22) & 0x3ff) + 1} * (((ebx >> 12) & 0x3ff) + 1) * ((ebx & 0xfff) + 1) *
+           (int64_t{ecx} + 1);
+  }
+  return 0;
+}
+
+TEST(CpuFeaturesTest, LastLevelCacheAgreesWithCpuid) {
+  const CpuInfo& c = GetCpuInfo();
+  const int64_t l3 = CpuidL3Bytes(c.is_amd());
+  if (l3 == 0 || c.l3_bytes == 0) GTEST_SKIP() << "no level-3 cache described";
+  EXPECT_EQ(c.l3_bytes, l3);
+  const int64_t big = BytesBeyondLastLevelCache(int64_t{1} << 20);
+  EXPECT_GE(big, 3 * l3);
+  EXPECT_EQ(big % (int64_t{2} << 20), 0);
+  EXPECT_EQ(BytesBeyondLastLevelCache(4 * big), 4 * big);
 }
 
 TEST(CpuFeaturesTest, SelectionNeverExceedsDetection) {

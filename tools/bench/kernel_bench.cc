@@ -20,6 +20,7 @@
 #include "kernels/backend.h"
 #include "kernels/check.h"
 #include "kernels/cpu/cpu_backend.h"
+#include "kernels/cpu/cpu_features.h"
 #include "kernels/dtype.h"
 
 namespace mlaserve {
@@ -82,12 +83,13 @@ struct Buffer {
 };
 
 // Args: m, n, k. Weights bf16 [n, k]. Decode shapes (m <= 16) rotate over enough copies of the
-// weights to fill 512 MiB, so that every call streams them from memory as a decode step does,
-// not from a last-level cache that holds a single copy.
+// weights to fill 512 MiB or three times the last-level cache, so that every call streams them
+// from memory as a decode step does, not from a last-level cache that holds a copy.
 void BM_Gemm(benchmark::State& state) {
   const int64_t m = state.range(0), n = state.range(1), k = state.range(2);
   const int64_t weight_bytes = n * k * 2;
-  const int64_t copies = m <= 16 ? ((int64_t{512} << 20) + weight_bytes - 1) / weight_bytes : 1;
+  const int64_t rotation = BytesBeyondLastLevelCache(int64_t{512} << 20);
+  const int64_t copies = m <= 16 ? (rotation + weight_bytes - 1) / weight_bytes : 1;
   std::vector<Buffer> b;
   for (int64_t i = 0; i < copies; ++i) {
     b.emplace_back(DType::kBF16, std::initializer_list<int64_t>{n, k}, 2 + i);
