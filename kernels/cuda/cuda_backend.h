@@ -13,9 +13,9 @@
 //   misuse: they fail (the error is also kept for Synchronize) and touch nothing.
 // - Gemm: f32 weights: cuBLAS f32 GEMM. bf16 weights with kBF16 activations: `a` is rounded
 //   into the bf16 staging buffer, then cuBLAS bf16 x bf16 -> f32. bf16 weights with f32
-//   activations: calls of at most 8 rows (decode steps) stream the weights through the
-//   project's GEMV kernel (one warp per output column, 16-byte loads), larger ones through its
-//   tiled kernel, both reading bf16 weights directly.
+//   activations: calls of at most 64 rows (decode steps) stream the weights through the
+//   project's GEMV kernel (one warp per output column, 16-byte loads, 8 rows per pass), larger
+//   ones through its tiled kernel, both reading bf16 weights directly.
 // - batch_invariant: GemmParams::decode_rows go through the GEMV kernel and the other rows
 //   through the tiled kernel, each with one reduction order per output element whatever else
 //   shares the call; every other op reduces each row by itself with a fixed block size.

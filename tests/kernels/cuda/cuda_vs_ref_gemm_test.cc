@@ -1,6 +1,6 @@
 // CudaBackend Gemm against the oracle over the CPU parity grid (odd m, n, k; bf16 and f32
 // weights): f32 weights go through cuBLAS's f32 GEMM, bf16 weights with f32 activations through
-// the GEMV kernel (at most 8 rows) or the tiled kernel, bf16 weights with bf16 activations
+// the GEMV kernel (at most 64 rows) or the tiled kernel, bf16 weights with bf16 activations
 // through the bf16 staging buffer and cuBLAS bf16 x bf16; batch-invariant backends use the GEMV
 // kernel for decode rows and the tiled kernel for the rest. Strided and batched (per-head,
 // transposed) views reach each path.
