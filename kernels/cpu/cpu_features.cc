@@ -1,6 +1,7 @@
 #include "kernels/cpu/cpu_features.h"
 
 #include <cpuid.h>
+#include <sched.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -8,6 +9,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <set>
 #include <string>
 #include <string_view>
 
@@ -65,14 +67,21 @@ int64_t CacheBytes(int name) {
   return v > 0 ? v : 0;
 }
 
-// The size of the level-`level` data or unified cache of cpu0 as the kernel describes it
-// (/sys/devices/system/cpu/cpu0/cache/index*/, what lscpu prints); 0 when absent. glibc's
-// sysconf(_SC_LEVEL3_CACHE_SIZE) is not used for L3: on an AMD EPYC guest it reported 320 MiB
-// for a 32 MiB L3.
-int64_t SysfsCacheBytes(int level) {
+// The level-`level` data or unified cache of processor `cpu` as the kernel describes it
+// (/sys/devices/system/cpu/cpuN/cache/index*/, what lscpu prints): its size and the list of
+// processors sharing it; {0, ""} when absent. glibc's sysconf(_SC_LEVEL3_CACHE_SIZE) is not
+// used for L3: on an AMD EPYC guest it reported 320 MiB for a 32 MiB L3.
+struct SysfsCache {
+  int64_t bytes = 0;
+  std::string shared_cpus;
+};
+
+SysfsCache SysfsCacheOf(int cpu, int level) {
+  const std::string base = "/sys/devices/system/cpu/cpu" + std::to_string(cpu) + "/cache/index";
   for (int index = 0; index < 16; ++index) {
-    const std::string dir = "/sys/devices/system/cpu/cpu0/cache/index" + std::to_string(index);
+    const std::string dir = base + std::to_string(index);
     std::ifstream level_file(dir + "/level"), type_file(dir + "/type"), size_file(dir + "/size");
+    std::ifstream shared_file(dir + "/shared_cpu_list");
     int l = 0;
     std::string type, size;
     if (!(level_file >> l)) break;
@@ -82,9 +91,29 @@ int64_t SysfsCacheBytes(int level) {
     char* end = nullptr;
     const long long n = std::strtoll(size.c_str(), &end, 10);
     const int64_t unit = *end == 'K' ? 1024 : *end == 'M' ? 1024 * 1024 : *end == 'G' ? 1 << 30 : 1;
-    return n > 0 ? n * unit : 0;
+    SysfsCache cache;
+    cache.bytes = n > 0 ? n * unit : 0;
+    std::getline(shared_file, cache.shared_cpus);
+    return cache;
   }
-  return 0;
+  return {};
+}
+
+// The L3 of the processors this process may run on: one instance's size, and how many
+// instances they span (a many-core AMD EPYC has one L3 per 8-core complex).
+void DetectL3(CpuInfo& info) {
+  cpu_set_t allowed;
+  CPU_ZERO(&allowed);
+  if (sched_getaffinity(0, sizeof(allowed), &allowed) != 0) return;
+  std::set<std::string> instances;
+  for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu) {
+    if (!CPU_ISSET(cpu, &allowed)) continue;
+    const SysfsCache l3 = SysfsCacheOf(cpu, 3);
+    if (l3.bytes == 0) continue;
+    if (info.l3_bytes == 0) info.l3_bytes = l3.bytes;
+    instances.insert(l3.shared_cpus);
+  }
+  info.l3_instances = static_cast<int>(instances.size());
 }
 
 CpuInfo Detect() {
@@ -121,7 +150,7 @@ CpuInfo Detect() {
 
   info.l1d_bytes = CacheBytes(_SC_LEVEL1_DCACHE_SIZE);
   info.l2_bytes = CacheBytes(_SC_LEVEL2_CACHE_SIZE);
-  info.l3_bytes = SysfsCacheBytes(3);
+  DetectL3(info);
   return info;
 }
 
@@ -129,7 +158,8 @@ CpuInfo Detect() {
 
 int64_t BytesBeyondLastLevelCache(int64_t floor) {
   constexpr int64_t kPage = int64_t{2} << 20;
-  const int64_t bytes = std::max(floor, 3 * GetCpuInfo().l3_bytes);
+  const CpuInfo& cpu = GetCpuInfo();
+  const int64_t bytes = std::max(floor, 3 * cpu.l3_bytes * cpu.l3_instances);
   return (bytes + kPage - 1) / kPage * kPage;
 }
 

@@ -32,7 +32,10 @@ struct CpuInfo {
   // once, at detection, when the processor has AMX); without it a tile instruction faults.
   bool amx_permitted = false;
   int64_t l1d_bytes = 0, l2_bytes = 0;      // per core; 0: unknown
-  int64_t l3_bytes = 0;  // shared, as Linux's sysfs describes cpu0's level-3 cache; 0: unknown
+  // One level-3 cache as Linux's sysfs describes it (0: unknown), and how many distinct ones
+  // the processors this process may run on (its affinity mask at detection) share.
+  int64_t l3_bytes = 0;
+  int l3_instances = 0;
 
   bool is_intel() const { return vendor == "GenuineIntel"; }
   bool is_amd() const { return vendor == "AuthenticAMD"; }
@@ -41,10 +44,10 @@ struct CpuInfo {
 // This processor's CpuInfo (computed on first use; thread-safe).
 const CpuInfo& GetCpuInfo();
 
-// A byte count of at least `floor` and at least three times this processor's last-level cache,
-// in whole 2 MiB pages: a buffer that large, read in a cycle, comes from memory on every pass
-// (server processors hold 100-300 MiB of L3, so a fixed size that misses one host's cache can sit
-// in another's).
+// A byte count of at least `floor` and at least three times the L3 within this process's reach
+// (l3_bytes x l3_instances), in whole 2 MiB pages: a buffer that large, read in a cycle, comes
+// from memory on every pass (server processors hold 100-300 MiB of L3, so a fixed size that
+// misses one host's cache can sit in another's).
 int64_t BytesBeyondLastLevelCache(int64_t floor);
 
 // The most capable ISA this processor runs: kAvx512 needs AVX-512 F/BW/VL/DQ, kAvx512Bf16 also

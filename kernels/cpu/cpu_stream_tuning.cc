@@ -69,7 +69,7 @@ double TimePass(const CpuContext& ctx, const uint16_t* b, int64_t rows, int64_t 
 }  // namespace
 
 StreamTuningChoice ProbeStreamTuning(const CpuContext& ctx) {
-  // At least 128 MiB of bf16 and three times the last-level cache, so every pass comes from
+  // At least 128 MiB of bf16 and three times the L3 in reach, so every pass comes from
   // memory (a 16-core slice of a server processor can hold 300 MiB of L3, where a fixed 128 MiB
   // read at cache speed), and a pass (3-15 ms) is long against the scheduler's and the
   // neighbours' noise.

@@ -40,6 +40,7 @@ std::unique_ptr<Backend> NewLoggedCpuBackend(int num_threads, bool batch_invaria
                            {"threads", int64_t{backend->num_threads()}},
                            {"l2_bytes", cpu.l2_bytes},
                            {"l3_bytes", cpu.l3_bytes},
+                           {"l3_instances", int64_t{cpu.l3_instances}},
                            {"amx", cpu.amx_bf16},
                            {"decode_prefetch", StreamTuningName(tuning.tuning)},
                            {"decode_prefetch_source", tuning.source},

@@ -3,8 +3,12 @@
 #include "kernels/cpu/cpu_features.h"
 
 #include <cpuid.h>
+#include <sched.h>
+#include <unistd.h>
 
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <set>
 #include <sstream>
@@ -69,13 +73,39 @@ int64_t CpuidL3Bytes(bool amd) {
   return 0;
 }
 
-TEST(CpuFeaturesTest, LastLevelCacheAgreesWithCpuid) {
+// lscpu's count of L3 instances ("L3 cache: 32 MiB (1 instance)"), or 0 when it prints none.
+int LscpuL3Instances() {
+  FILE* p = popen("LC_ALL=C lscpu 2>/dev/null", "r");
+  if (p == nullptr) return 0;
+  int instances = 0;
+  char line[512];
+  while (std::fgets(line, sizeof(line), p) != nullptr) {
+    const std::string s(line);
+    const size_t open = s.find('(');
+    if (s.rfind("L3 cache:", 0) == 0 && open != std::string::npos) {
+      instances = std::atoi(s.c_str() + open + 1);
+    }
+  }
+  pclose(p);
+  return instances;
+}
+
+TEST(CpuFeaturesTest, LastLevelCacheAgreesWithCpuidAndLscpu) {
   const CpuInfo& c = GetCpuInfo();
   const int64_t l3 = CpuidL3Bytes(c.is_amd());
   if (l3 == 0 || c.l3_bytes == 0) GTEST_SKIP() << "no level-3 cache described";
   EXPECT_EQ(c.l3_bytes, l3);
+  EXPECT_GE(c.l3_instances, 1);
+  // Where this process may run on every processor, it reaches every L3 that lscpu counts.
+  cpu_set_t allowed;
+  CPU_ZERO(&allowed);
+  const int lscpu = LscpuL3Instances();
+  if (sched_getaffinity(0, sizeof(allowed), &allowed) == 0 &&
+      CPU_COUNT(&allowed) == sysconf(_SC_NPROCESSORS_ONLN) && lscpu > 0) {
+    EXPECT_EQ(c.l3_instances, lscpu);
+  }
   const int64_t big = BytesBeyondLastLevelCache(int64_t{1} << 20);
-  EXPECT_GE(big, 3 * l3);
+  EXPECT_GE(big, 3 * l3 * c.l3_instances);
   EXPECT_EQ(big % (int64_t{2} << 20), 0);
   EXPECT_EQ(BytesBeyondLastLevelCache(4 * big), 4 * big);
 }

@@ -83,8 +83,8 @@ struct Buffer {
 };
 
 // Args: m, n, k. Weights bf16 [n, k]. Decode shapes (m <= 16) rotate over enough copies of the
-// weights to fill 512 MiB or three times the last-level cache, so that every call streams them
-// from memory as a decode step does, not from a last-level cache that holds a copy.
+// weights to fill 512 MiB or three times the L3 in reach (BytesBeyondLastLevelCache), so that
+// every call streams them from memory as a decode step does, not from an L3 that holds a copy.
 void BM_Gemm(benchmark::State& state) {
   const int64_t m = state.range(0), n = state.range(1), k = state.range(2);
   const int64_t weight_bytes = n * k * 2;
