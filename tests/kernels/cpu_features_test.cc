@@ -62,7 +62,7 @@ TEST(CpuFeaturesTest, AgreesWithProcCpuinfo) {
 int64_t CpuidL3Bytes(bool amd) {
   const unsigned leaf = amd ? 0x8000001D : 4;
   unsigned eax, ebx, ecx, edx;
-  if (__get_cpuid_max(leaf & 0x80000000, nullptr) < leaf) return 0;
+  if (static_cast<unsigned>(__get_cpuid_max(leaf & 0x80000000, nullptr)) < leaf) return 0;
   for (unsigned sub = 0; sub < 16; ++sub) {
     __cpuid_count(leaf, sub, eax, ebx, ecx, edx);
     if ((eax & 0x1f) == 0) break;  // no more caches
