@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <memory>
 #include <random>
+#include <string>
 #include <string_view>
 #include <utility>
 #include <vector>
@@ -21,6 +22,7 @@
 #include "kernels/check.h"
 #include "kernels/cpu/cpu_backend.h"
 #include "kernels/cpu/cpu_features.h"
+#include "kernels/cpu/cpu_stream_tuning.h"
 #include "kernels/dtype.h"
 
 namespace mlaserve {
@@ -243,4 +245,21 @@ BENCHMARK(BM_MlaDecode)
 }  // namespace
 }  // namespace mlaserve
 
-BENCHMARK_MAIN();
+// The run's context names what decides the figures: processor, kernel build, threads, L3 and
+// the decode prefetch the start-up probe chose (the backend is made before the first benchmark).
+int main(int argc, char** argv) {
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  const auto& cpu = dynamic_cast<const mlaserve::CpuBackend&>(mlaserve::Cpu());
+  const mlaserve::CpuInfo& info = mlaserve::GetCpuInfo();
+  benchmark::AddCustomContext("cpu_model", info.model);
+  benchmark::AddCustomContext("kernel_isa", std::string(mlaserve::CpuIsaName(cpu.isa())));
+  benchmark::AddCustomContext("threads", std::to_string(cpu.num_threads()));
+  benchmark::AddCustomContext("l3", std::to_string(info.l3_bytes >> 20) + " MiB x " +
+                                        std::to_string(info.l3_instances));
+  benchmark::AddCustomContext("decode_prefetch",
+                              mlaserve::StreamTuningName(mlaserve::CurrentStreamTuning()));
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}
