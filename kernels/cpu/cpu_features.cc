@@ -62,15 +62,10 @@ bool RequestAmxPermission() {
   return (permitted >> kXtileData) & 1u;
 }
 
-int64_t CacheBytes(int name) {
-  const long v = sysconf(name);
-  return v > 0 ? v : 0;
-}
-
 // The level-`level` data or unified cache of processor `cpu` as the kernel describes it
 // (/sys/devices/system/cpu/cpuN/cache/index*/, what lscpu prints): its size and the list of
 // processors sharing it; {0, ""} when absent. glibc's sysconf(_SC_LEVEL3_CACHE_SIZE) is not
-// used for L3: on an AMD EPYC guest it reported 320 MiB for a 32 MiB L3.
+// used: on an AMD EPYC guest it reported 320 MiB for a 32 MiB L3.
 struct SysfsCache {
   int64_t bytes = 0;
   std::string shared_cpus;
@@ -80,12 +75,11 @@ SysfsCache SysfsCacheOf(int cpu, int level) {
   const std::string base = "/sys/devices/system/cpu/cpu" + std::to_string(cpu) + "/cache/index";
   for (int index = 0; index < 16; ++index) {
     const std::string dir = base + std::to_string(index);
-    std::ifstream level_file(dir + "/level"), type_file(dir + "/type"), size_file(dir + "/size");
-    std::ifstream shared_file(dir + "/shared_cpu_list");
     int l = 0;
+    if (!(std::ifstream(dir + "/level") >> l)) break;
     std::string type, size;
-    if (!(level_file >> l)) break;
-    if (l != level || !(type_file >> type) || type == "Instruction" || !(size_file >> size)) {
+    if (l != level || !(std::ifstream(dir + "/type") >> type) || type == "Instruction" ||
+        !(std::ifstream(dir + "/size") >> size)) {
       continue;
     }
     char* end = nullptr;
@@ -93,21 +87,23 @@ SysfsCache SysfsCacheOf(int cpu, int level) {
     const int64_t unit = *end == 'K' ? 1024 : *end == 'M' ? 1024 * 1024 : *end == 'G' ? 1 << 30 : 1;
     SysfsCache cache;
     cache.bytes = n > 0 ? n * unit : 0;
-    std::getline(shared_file, cache.shared_cpus);
+    std::ifstream shared(dir + "/shared_cpu_list");
+    std::getline(shared, cache.shared_cpus);
     return cache;
   }
   return {};
 }
 
-// The L3 of the processors this process may run on: one instance's size, and how many
-// instances they span (a many-core AMD EPYC has one L3 per 8-core complex).
-void DetectL3(CpuInfo& info) {
+// The L2 and L3 of the processors this process may run on: the L2 of the first, one L3's size,
+// and how many L3 instances they span (a many-core AMD EPYC has one L3 per 8-core complex).
+void DetectCaches(CpuInfo& info) {
   cpu_set_t allowed;
   CPU_ZERO(&allowed);
   if (sched_getaffinity(0, sizeof(allowed), &allowed) != 0) return;
   std::set<std::string> instances;
   for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu) {
     if (!CPU_ISSET(cpu, &allowed)) continue;
+    if (info.l2_bytes == 0) info.l2_bytes = SysfsCacheOf(cpu, 2).bytes;
     const SysfsCache l3 = SysfsCacheOf(cpu, 3);
     if (l3.bytes == 0) continue;
     if (info.l3_bytes == 0) info.l3_bytes = l3.bytes;
@@ -148,9 +144,7 @@ CpuInfo Detect() {
   info.amx_tile = amx_state && Bit(leaf7.edx, 24);
   info.amx_permitted = info.amx_tile && info.amx_bf16 && RequestAmxPermission();
 
-  info.l1d_bytes = CacheBytes(_SC_LEVEL1_DCACHE_SIZE);
-  info.l2_bytes = CacheBytes(_SC_LEVEL2_CACHE_SIZE);
-  DetectL3(info);
+  DetectCaches(info);
   return info;
 }
 

@@ -31,9 +31,10 @@ struct CpuInfo {
   // Linux granted this process the AMX tile data state (arch_prctl ARCH_REQ_XCOMP_PERM, asked
   // once, at detection, when the processor has AMX); without it a tile instruction faults.
   bool amx_permitted = false;
-  int64_t l1d_bytes = 0, l2_bytes = 0;      // per core; 0: unknown
-  // One level-3 cache as Linux's sysfs describes it (0: unknown), and how many distinct ones
-  // the processors this process may run on (its affinity mask at detection) share.
+  // Caches as Linux's sysfs describes them for the processors this process may run on (its
+  // affinity mask at detection); 0: unknown. l2_bytes per core; l3_bytes one level-3 cache,
+  // l3_instances how many distinct ones those processors share.
+  int64_t l2_bytes = 0;
   int64_t l3_bytes = 0;
   int l3_instances = 0;
 

@@ -57,16 +57,17 @@ TEST(CpuFeaturesTest, AgreesWithProcCpuinfo) {
   EXPECT_EQ(c.amx_bf16, flags.count("amx_bf16") > 0);
 }
 
-// The level-3 cache of this processor by the deterministic cache parameters cpuid leaf (4 on
-// Intel, 0x8000001D on AMD): ways x partitions x line size x sets; 0 when not listed.
-int64_t CpuidL3Bytes(bool amd) {
+// The level-`level` data or unified cache of this processor by the deterministic cache
+// parameters cpuid leaf (4 on Intel, 0x8000001D on AMD): ways x partitions x line size x sets;
+// 0 when not listed.
+int64_t CpuidCacheBytes(bool amd, unsigned level) {
   const unsigned leaf = amd ? 0x8000001D : 4;
   unsigned eax, ebx, ecx, edx;
   if (static_cast<unsigned>(__get_cpuid_max(leaf & 0x80000000, nullptr)) < leaf) return 0;
   for (unsigned sub = 0; sub < 16; ++sub) {
     __cpuid_count(leaf, sub, eax, ebx, ecx, edx);
     if ((eax & 0x1f) == 0) break;  // no more caches
-    if (((eax >> 5) & 7) != 3) continue;
+    if (((eax >> 5) & 7) != level || (eax & 0x1f) == 2) continue;  // 2: instruction cache
     return int64_t{((ebx >> 22) & 0x3ff) + 1} * (((ebx >> 12) & 0x3ff) + 1) * ((ebx & 0xfff) + 1) *
            (int64_t{ecx} + 1);
   }
@@ -90,9 +91,16 @@ int LscpuL3Instances() {
   return instances;
 }
 
+TEST(CpuFeaturesTest, L2AgreesWithCpuid) {
+  const CpuInfo& c = GetCpuInfo();
+  const int64_t l2 = CpuidCacheBytes(c.is_amd(), 2);
+  if (l2 == 0 || c.l2_bytes == 0) GTEST_SKIP() << "no level-2 cache described";
+  EXPECT_EQ(c.l2_bytes, l2);
+}
+
 TEST(CpuFeaturesTest, LastLevelCacheAgreesWithCpuidAndLscpu) {
   const CpuInfo& c = GetCpuInfo();
-  const int64_t l3 = CpuidL3Bytes(c.is_amd());
+  const int64_t l3 = CpuidCacheBytes(c.is_amd(), 3);
   if (l3 == 0 || c.l3_bytes == 0) GTEST_SKIP() << "no level-3 cache described";
   EXPECT_EQ(c.l3_bytes, l3);
   EXPECT_GE(c.l3_instances, 1);
