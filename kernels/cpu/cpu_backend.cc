@@ -8,6 +8,7 @@
 #include <memory>
 
 #include "kernels/check.h"
+#include "kernels/cpu/cpu_bf16_multiply.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/cpu_stream_tuning.h"
 
@@ -33,7 +34,8 @@ char* AllocateArena(int num_threads) {
 }  // namespace
 
 CpuBackend::CpuBackend(int num_threads, bool batch_invariant, DType activation_dtype)
-    : CpuBackend(GetCpuKernels(SelectCpuIsa()), num_threads, batch_invariant, activation_dtype) {}
+    : CpuBackend(GetCpuKernels(SelectIsaForActivations(activation_dtype).isa), num_threads,
+                 batch_invariant, activation_dtype) {}
 
 CpuBackend::CpuBackend(const CpuKernels& kernels, int num_threads, bool batch_invariant,
                        DType activation_dtype)

@@ -28,9 +28,9 @@ class CpuBackend : public HostBackend {
   // the dot-product path at a fixed depth and prompt rows always the packed path, whatever the
   // row counts (GemmParams::decode_rows), and decode attention never splits a sequence over
   // threads. `activation_dtype`: see Backend::activation_dtype; kBF16 runs prompt GEMMs on the
-  // bf16 dot-product instructions where the processor has them (CpuIsa::kAvx512Bf16), or on
-  // AMX tiles (CpuIsa::kAmxBf16, which in f32 mode splits each activation exactly into three
-  // bf16 parts).
+  // bf16 dot-product instructions where the processor has them and they are the faster multiply
+  // (CpuIsa::kAvx512Bf16; SelectIsaForActivations, cpu_bf16_multiply.h), or on AMX tiles
+  // (CpuIsa::kAmxBf16, which in f32 mode splits each activation exactly into three bf16 parts).
   explicit CpuBackend(int num_threads, bool batch_invariant = false,
                       DType activation_dtype = DType::kF32);
   // The same on a given kernel table instead of the processor's best (tests: e.g.

@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "kernels/cpu/cpu_backend.h"
+#include "kernels/cpu/cpu_bf16_multiply.h"
 #include "kernels/cpu/cpu_features.h"
 #include "kernels/cpu/cpu_stream_tuning.h"
 #include "kernels/ref/ref_backend.h"
@@ -47,6 +48,15 @@ std::unique_ptr<Backend> NewLoggedCpuBackend(int num_threads, bool batch_invaria
                            {"probe_gbps", tuning.probe_gbps},
                            {"probe_gbps_by_choice", tuning.probe_table},
                            {"transparent_hugepages", TransparentHugePages()}});
+  if (activation_dtype == DType::kBF16) {
+    // The multiply of bf16 activations: remembered from the backend's construction.
+    const Bf16MultiplyChoice multiply = SelectIsaForActivations(activation_dtype);
+    LogEvent("cpu_bf16_multiply",
+             {{"isa", std::string(CpuIsaName(multiply.isa))},
+              {"source", multiply.source},
+              {"probe_gflops_dot", multiply.dot_gflops},
+              {"probe_gflops_fma", multiply.fma_gflops}});
+  }
   return backend;
 }
 
