@@ -14,7 +14,7 @@ absl::StatusOr<ForwardBatchBuilder> ForwardBatchBuilder::Create(const ForwardLim
   int64_t capacity = 3 * t + 2 * s * limits.max_blocks_per_seq + 3 * s + 1 +
                      limits.max_context_rounds * (2 * s + 1);
   if (limits.mla_split_workers > 0) {  // the decodes' split-KV plan
-    capacity += s + 1 + 3 * MlaSplitCapacity(s, limits.mla_split_workers);
+    capacity += s + 1 + 3 * MlaSplitCapacity(s, limits.mla_split_workers, limits.mla_split_rule);
   }
   auto buffer = backend->Allocate(static_cast<size_t>(capacity) * sizeof(int32_t));
   if (!buffer.ok()) return buffer.status();
@@ -141,13 +141,14 @@ void ForwardBatchBuilder::Build(absl::Span<const StepSequence> seqs, ForwardBatc
   }
 
   if (limits_.mla_split_workers > 0 && nd > 0) {
-    const int64_t items = MlaSplitCapacity(nd, limits_.mla_split_workers);
+    const int64_t items = MlaSplitCapacity(nd, limits_.mla_split_workers, limits_.mla_split_rule);
     int32_t *offsets, *plan;
     fb->decode_split_offsets = Reserve(nd + 1, {nd + 1}, &offsets);
     fb->decode_split_items = Reserve(3 * items, {items, 3}, &plan);
     PlanMlaSplits(absl::MakeConstSpan(dec_len, nd), bs, limits_.mla_split_workers,
                   absl::MakeSpan(offsets, nd + 1),
-                  absl::MakeSpan(reinterpret_cast<MlaSplitItem*>(plan), items));
+                  absl::MakeSpan(reinterpret_cast<MlaSplitItem*>(plan), items),
+                  limits_.mla_split_rule);
   }
   if (fb->prefill_has_context) {
     // Context tokens of all prefill sequences, concatenated, are cut into rounds of at most

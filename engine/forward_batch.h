@@ -14,6 +14,7 @@
 
 #include "absl/types/span.h"
 #include "kernels/backend.h"
+#include "kernels/mla_split_plan.h"
 #include "kernels/sampling_math.h"
 
 namespace mlaserve {
@@ -43,6 +44,8 @@ struct ForwardLimits {
   int64_t max_context_rounds = 0;    // ceil(max_num_seqs * max_model_len / context_chunk_tokens)
   // Workers of the decodes' split-KV plan (Backend::mla_decode_split_workers); 0: no plan.
   int64_t mla_split_workers = 0;
+  // How the plan balances (MlaSplitRuleFor the backend's batch invariance).
+  MlaSplitRule mla_split_rule = MlaSplitRule::kBalanced;
 };
 
 // Views of one context round (prefill over cached context).
@@ -71,7 +74,7 @@ struct ForwardBatch {
   TensorView decode_seq_lens;        // [num_decodes] i32 (including the new token)
   // The decodes' split-KV plan (kernels/mla_split_plan.h), empty without mla_split_workers:
   TensorView decode_split_offsets;   // [num_decodes + 1] i32
-  TensorView decode_split_items;     // [MlaSplitCapacity(num_decodes, workers), 3] i32
+  TensorView decode_split_items;     // [MlaSplitCapacity(num_decodes, workers, rule), 3] i32
   TensorView prefill_cu_seqlens;     // [num_prefill_seqs + 1] i32 over prefill tokens
   TensorView prefill_block_tables;   // [num_prefill_seqs, num_blocks_per_seq] i32
   TensorView logits_indices;         // [num_logits] i32 rows of the step's tokens

@@ -86,8 +86,8 @@ class Backend {
   virtual DType activation_dtype() const = 0;
   // How many parallel work items an MlaDecode over `num_heads` heads wants the positions of a
   // step's sequences spread over (the `workers` of kernels/mla_split_plan.h), or 0 where the
-  // backend takes no split-KV plan (the host backends split internally; a batch-invariant
-  // backend never splits).
+  // backend takes no split-KV plan (the host backends split internally). A batch-invariant
+  // backend's plans split each sequence by its own length (MlaSplitRuleFor).
   virtual int64_t mla_decode_split_workers(int64_t num_heads) const {
     (void)num_heads;
     return 0;

@@ -28,7 +28,8 @@ struct MlaWorkspace {
   TensorView round_out;    // [rows, num_heads, v_head_dim]
   TensorView round_lse;    // [rows, num_heads]
   TensorView attn_out;     // [rows, num_heads * v_head_dim]
-  // Split-KV partial results, [split_items] rows = MlaSplitCapacity(seqs, mla_split_workers);
+  // Split-KV partial results, [split_items] rows = MlaSplitCapacity(seqs, mla_split_workers,
+  // mla_split_rule) (ForwardLimits);
   // empty without a split plan.
   TensorView split_out;    // [split_items, num_heads, kv_lora_rank]
   TensorView split_lse;    // [split_items, num_heads]

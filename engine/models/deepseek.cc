@@ -48,6 +48,7 @@ ForwardLimits DeepseekModel::forward_limits() const {
       (options_.max_num_seqs * options_.max_model_len + options_.context_chunk_tokens - 1) /
       options_.context_chunk_tokens;
   l.mla_split_workers = backend_->mla_decode_split_workers(config_.num_attention_heads);
+  l.mla_split_rule = MlaSplitRuleFor(backend_->batch_invariant());
   return l;
 }
 
@@ -81,7 +82,8 @@ absl::Status DeepseekModel::AllocateWorkspaces() {
   ASSIGN_OR_RETURN(m.round_lse, (NewTensor(f32, {rows, heads})));
   ASSIGN_OR_RETURN(m.attn_out, (NewTensor(f32, {rows, heads * c.v_head_dim})));
   if (const int64_t workers = backend_->mla_decode_split_workers(heads); workers > 0) {
-    const int64_t items = MlaSplitCapacity(seqs, workers);
+    const int64_t items =
+        MlaSplitCapacity(seqs, workers, MlaSplitRuleFor(backend_->batch_invariant()));
     ASSIGN_OR_RETURN(m.split_out, (NewTensor(f32, {items, heads, c.kv_lora_rank})));
     ASSIGN_OR_RETURN(m.split_lse, (NewTensor(f32, {items, heads})));
   }

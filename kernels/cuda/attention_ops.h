@@ -7,6 +7,7 @@
 #define MLASERVE_KERNELS_CUDA_ATTENTION_OPS_H_
 
 #include <cstddef>
+#include <cstdint>
 
 #include "kernels/cuda/compat.cuh"
 #include "kernels/params.h"
@@ -20,6 +21,13 @@ struct AttentionWorkspace {
   size_t bytes = 0;
   int num_sms = 0;       // multiprocessors of the device (split-KV scheduling)
 };
+
+// The split-KV workers of a decode over `num_heads` (>= 1) heads: two blocks per multiprocessor
+// over all heads (Backend::mla_decode_split_workers), at least one.
+inline int64_t MlaDecodeWorkers(const AttentionWorkspace& ws, int64_t num_heads) {
+  const int64_t blocks = 2 * int64_t{ws.num_sms};
+  return blocks > num_heads ? (blocks + num_heads - 1) / num_heads : 1;
+}
 
 cudaError_t LaunchMlaDecode(const MlaDecodeParams& p, const AttentionWorkspace& ws,
                             cudaStream_t stream);

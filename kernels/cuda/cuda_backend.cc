@@ -224,9 +224,8 @@ void CudaBackend::MergeAttn(const MergeAttnParams& p) {
   Record(LaunchMergeAttn(p, stream_), "MergeAttn");
 }
 int64_t CudaBackend::mla_decode_split_workers(int64_t num_heads) const {
-  if (batch_invariant_ || num_heads <= 0) return 0;
-  const int64_t blocks = 2 * int64_t{attention_workspace_.num_sms};
-  return std::max<int64_t>(1, (blocks + num_heads - 1) / num_heads);
+  if (num_heads <= 0) return 0;
+  return MlaDecodeWorkers(attention_workspace_, num_heads);
 }
 
 void CudaBackend::MlaDecode(const MlaDecodeParams& p) {

@@ -18,7 +18,8 @@
 //   ones through its tiled kernel, both reading bf16 weights directly.
 // - batch_invariant: GemmParams::decode_rows go through the GEMV kernel and the other rows
 //   through the tiled kernel, each with one reduction order per output element whatever else
-//   shares the call; every other op reduces each row by itself with a fixed block size.
+//   shares the call; every other op reduces each row by itself with a fixed block size, and
+//   split-KV decode plans each sequence as if it were alone (kernels/mla_split_plan.h).
 //   cuBLAS's algorithm choice (which may depend on m) is therefore never used then.
 //
 // Thread-compatible: one thread at a time, like every Backend.
@@ -54,7 +55,8 @@ class CudaBackend final : public Backend {
   std::string_view name() const override { return "cuda"; }
   bool batch_invariant() const override { return batch_invariant_; }
   DType activation_dtype() const override { return activation_dtype_; }
-  // About two blocks per multiprocessor over all heads; 0 (no split) when batch-invariant.
+  // About two blocks per multiprocessor over all heads (MlaDecodeWorkers), in both modes: a
+  // batch-invariant backend's plans split each sequence by its own length (MlaSplitRuleFor).
   int64_t mla_decode_split_workers(int64_t num_heads) const override;
   absl::StatusOr<DeviceBuffer> Allocate(size_t bytes) override;
   uint64_t memory_capacity() const override;  // the device's total memory (cudaMemGetInfo)

@@ -9,15 +9,19 @@
 // adds the tile's weighted values into the output channels it owns (c ≡ threadIdx.x mod
 // kThreads), held in dynamic shared memory (value_dim floats). Scores and sums are f32.
 // Split-KV decode: with a plan (MlaDecodeParams::split_*, kernels/mla_split_plan.h) the grid is
-// (head, plan item) over the plan's fixed capacity; a block attends its item's position range
-// and, when its sequence has several items, writes the normalised partial result and its
-// log-sum-exp to the split workspace; MlaSplitCombineKernel (one block per (head, sequence))
-// then merges a sequence's items weighted by exp(lse_i - max lse). Unused plan slots exit at
-// once. Without a plan every sequence is one item.
+// (head, g) with g < min(the plan's capacity, sequences + MlaDecodeWorkers), and block (h, g)
+// takes plan items g, g + G, g + 2G, ... until the first unused slot (the plan's items come
+// first): a balanced plan fits that grid one item a block, and a per-sequence plan, whose
+// capacity is sequences x workers, launches no block per slot it leaves unused. For each item
+// a block attends its position range and, when its sequence has several items, writes the
+// normalised partial result and its log-sum-exp to the split workspace; MlaSplitCombineKernel
+// (one block per (head, sequence)) then merges a sequence's items in order, weighted by
+// exp(lse_i - max lse). Without a plan every sequence is one item.
 // Nothing per step is read on the host: sequence lengths, block tables, the split plan and
 // cu_seqlens are read by the kernels, so the launches can be captured into graphs and replayed.
 // Scores are scalar f32 dot products (no tensor cores): the kernels are written for exactness
 // first; docs/cuda.md gives what a tiled, tensor-core decode would change.
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 
@@ -55,6 +59,7 @@ __device__ float FoldTile(float score, Softmax& state, float* acc, int value_dim
 // Where a decode block's work comes from and where its result goes.
 struct DecodeSplit {
   const int32_t* items;    // [capacity, 3] (seq, begin, end), or null: item = sequence
+  int capacity;            // rows of items
   const int32_t* offsets;  // [num_seqs + 1] items of each sequence
   float* out;              // [capacity, heads, rank] partial results
   int64_t out_s0, out_s1;
@@ -62,26 +67,14 @@ struct DecodeSplit {
   int64_t lse_s0;
 };
 
-__global__ void MlaDecodeKernel(const float* q_latent, int64_t ql_s0, int64_t ql_s1,
-                                const float* q_pe, int64_t qp_s0, int64_t qp_s1, const void* cache,
-                                bool cache_bf16, int rank, int rope_dim, int block_size,
-                                const int32_t* block_tables, int64_t bt_s0, const int32_t* seq_lens,
-                                int64_t sl_s0, float scale, float* out, int64_t o_s0, int64_t o_s1,
-                                DecodeSplit split) {
-  MLASERVE_DYNAMIC_SHARED(float, acc);  // [rank]
-  MLASERVE_SHARED(float, weight, [kThreads]);
-  MLASERVE_SHARED(int64_t, row, [kThreads]);
-  const int h = blockIdx.x, item = blockIdx.y, t = threadIdx.x;
-  int s = item, begin = 0, end = 0, items_of_seq = 1;
-  if (split.items != nullptr) {
-    s = split.items[item * 3];
-    if (s < 0) return;  // an unused plan slot (uniform over the block)
-    begin = split.items[item * 3 + 1];
-    end = split.items[item * 3 + 2];
-    items_of_seq = split.offsets[s + 1] - split.offsets[s];
-  } else {
-    end = seq_lens[s * sl_s0];
-  }
+// One block attends positions [begin, end) of sequence s for head h and writes the normalised
+// result to dst[0 .. rank) and, for a partial (lse != nullptr), its log-sum-exp to *lse.
+__device__ void DecodeItem(const float* q_latent, int64_t ql_s0, int64_t ql_s1, const float* q_pe,
+                           int64_t qp_s0, int64_t qp_s1, const void* cache, bool cache_bf16,
+                           int rank, int rope_dim, int block_size, const int32_t* block_tables,
+                           int64_t bt_s0, float scale, int h, int s, int begin, int end, float* dst,
+                           float* lse, float* acc, float* weight, int64_t* row) {
+  const int t = threadIdx.x;
   const float* ql = q_latent + s * ql_s0 + h * ql_s1;
   const float* qp = q_pe + s * qp_s0 + h * qp_s1;
   const int64_t row_dim = rank + rope_dim;
@@ -111,13 +104,39 @@ __global__ void MlaDecodeKernel(const float* q_latent, int64_t ql_s0, int64_t ql
     }
     __syncthreads();
   }
-  if (items_of_seq == 1) {
-    for (int c = t; c < rank; c += kThreads) out[s * o_s0 + h * o_s1 + c] = acc[c] / state.sum;
+  for (int c = t; c < rank; c += kThreads) dst[c] = acc[c] / state.sum;
+  if (lse != nullptr && t == 0) *lse = state.max + logf(state.sum);
+}
+
+__global__ void MlaDecodeKernel(const float* q_latent, int64_t ql_s0, int64_t ql_s1,
+                                const float* q_pe, int64_t qp_s0, int64_t qp_s1, const void* cache,
+                                bool cache_bf16, int rank, int rope_dim, int block_size,
+                                const int32_t* block_tables, int64_t bt_s0, const int32_t* seq_lens,
+                                int64_t sl_s0, float scale, float* out, int64_t o_s0, int64_t o_s1,
+                                DecodeSplit split) {
+  MLASERVE_DYNAMIC_SHARED(float, acc);  // [rank]
+  MLASERVE_SHARED(float, weight, [kThreads]);
+  MLASERVE_SHARED(int64_t, row, [kThreads]);
+  const int h = blockIdx.x;
+  if (split.items == nullptr) {
+    const int s = blockIdx.y;
+    DecodeItem(q_latent, ql_s0, ql_s1, q_pe, qp_s0, qp_s1, cache, cache_bf16, rank, rope_dim,
+               block_size, block_tables, bt_s0, scale, h, s, 0, seq_lens[s * sl_s0],
+               out + s * o_s0 + h * o_s1, nullptr, acc, weight, row);
     return;
   }
-  float* partial = split.out + item * split.out_s0 + h * split.out_s1;
-  for (int c = t; c < rank; c += kThreads) partial[c] = acc[c] / state.sum;
-  if (t == 0) split.lse[item * split.lse_s0 + h] = state.max + logf(state.sum);
+  for (int item = blockIdx.y; item < split.capacity; item += gridDim.y) {
+    const int s = split.items[item * 3];
+    if (s < 0) return;  // the first unused plan slot (uniform over the block)
+    // A sequence of one item is written in place; the combine kernel merges the others.
+    const bool alone = split.offsets[s + 1] - split.offsets[s] == 1;
+    float* dst =
+        alone ? out + s * o_s0 + h * o_s1 : split.out + item * split.out_s0 + h * split.out_s1;
+    float* lse = alone ? nullptr : split.lse + item * split.lse_s0 + h;
+    DecodeItem(q_latent, ql_s0, ql_s1, q_pe, qp_s0, qp_s1, cache, cache_bf16, rank, rope_dim,
+               block_size, block_tables, bt_s0, scale, h, s, split.items[item * 3 + 1],
+               split.items[item * 3 + 2], dst, lse, acc, weight, row);
+  }
 }
 
 // Merges the partial results of every sequence with more than one plan item into out.
@@ -220,7 +239,7 @@ size_t AccumulatorBytes(int64_t floats) {
 
 }  // namespace
 
-cudaError_t LaunchMlaDecode(const MlaDecodeParams& p, const AttentionWorkspace&,
+cudaError_t LaunchMlaDecode(const MlaDecodeParams& p, const AttentionWorkspace& ws,
                             cudaStream_t stream) {
   const MlaDecodeShape shape = CheckMlaDecode(p);
   const int64_t num_seqs = shape.num_seqs, num_heads = shape.num_heads, rank = shape.rank;
@@ -229,14 +248,21 @@ cudaError_t LaunchMlaDecode(const MlaDecodeParams& p, const AttentionWorkspace&,
   const bool planned = !p.split_items.empty();
   DecodeSplit split{};
   if (planned) {
-    split = {p.split_items.ptr<const int32_t>(), p.split_offsets.ptr<const int32_t>(),
-             p.split_out.ptr<float>(),           p.split_out.stride(0),
-             p.split_out.stride(1),              p.split_lse.ptr<float>(),
+    split = {p.split_items.ptr<const int32_t>(),
+             static_cast<int>(p.split_items.size(0)),
+             p.split_offsets.ptr<const int32_t>(),
+             p.split_out.ptr<float>(),
+             p.split_out.stride(0),
+             p.split_out.stride(1),
+             p.split_lse.ptr<float>(),
              p.split_lse.stride(0)};
     MLASERVE_CHECK_MSG(p.split_offsets.stride(0) == 1 && p.split_lse.stride(1) == 1,
                        "MlaDecode: split_offsets and split_lse rows must be contiguous");
   }
-  const int64_t work_items = planned ? p.split_items.size(0) : num_seqs;
+  // A planned grid: as many rows as a balanced plan can fill, each taking every G-th item.
+  const int64_t work_items =
+      planned ? std::min(p.split_items.size(0), num_seqs + MlaDecodeWorkers(ws, num_heads))
+              : num_seqs;
   const cudaError_t err = Launch(
       MlaDecodeKernel, dim3(static_cast<unsigned>(num_heads), static_cast<unsigned>(work_items)),
       dim3(kThreads), AccumulatorBytes(rank), stream, p.q_latent.ptr<const float>(),

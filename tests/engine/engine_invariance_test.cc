@@ -1,7 +1,9 @@
 // What a request generates must not depend on how the engine happened to run it: alone or in a
 // batch, cold or from the prefix cache, in one prefill or in chunks.
 //
-// Batch invariance is checked bit for bit (tokens and logprobs) on both backends. Prefills over
+// Batch invariance is checked bit for bit (tokens and logprobs) on the ref and CPU backends and,
+// where the CUDA Toolkit exists, on the CUDA backend in the SIMT simulator (its split-KV decode
+// plans each sequence by its own length there; kernels/mla_split_plan.h). Prefills over
 // cached context (prefix-cache hits, later chunks of a chunked prefill) attend over that context
 // in rounds merged by log-sum-exp, which rounds differently from a single causal pass, so those
 // comparisons require identical tokens and logprobs equal to within float rounding.
@@ -15,6 +17,9 @@
 #include "kernels/cpu/cpu_backend.h"
 #include "kernels/ref/ref_backend.h"
 #include "tests/engine/engine_test_util.h"
+#ifdef MLASERVE_TEST_CUDA_SIM
+#include "kernels/cuda/cuda_backend_factory.h"
+#endif
 
 namespace mlaserve {
 namespace {
@@ -73,17 +78,32 @@ Request SeededRequest(std::vector<int32_t> prompt, int32_t max_tokens, uint64_t 
   return request;
 }
 
-enum class BackendKind { kRef, kCpu };
+enum class BackendKind { kRef, kCpu, kCudaSim };
+
+std::unique_ptr<Backend> NewBackend(BackendKind kind) {
+  switch (kind) {
+    case BackendKind::kRef:
+      return MakeRefBackend();
+    case BackendKind::kCpu:
+      return MakeCpuBackend(2, /*batch_invariant=*/true);
+    case BackendKind::kCudaSim:
+      break;
+  }
+#ifdef MLASERVE_TEST_CUDA_SIM
+  auto backend = cuda_sim::NewCudaBackend({.batch_invariant = true});
+  EXPECT_TRUE(backend.ok()) << backend.status();
+  if (backend.ok()) return std::move(*backend);
+#endif
+  return nullptr;
+}
 
 std::unique_ptr<Engine> BatchEngine(BackendKind kind) {
   // The token budget holds every prompt whole and the cache every sequence at full length, so
   // nothing is chunked or preempted (both are covered separately below).
   return NewTestEngine({.max_num_seqs = 40,
-                    .max_num_batched_tokens = 4096,
-                    .num_kv_blocks = 1 + 40 * (256 / 16),
-                    .backend = kind == BackendKind::kRef
-                                   ? MakeRefBackend()
-                                   : MakeCpuBackend(2, /*batch_invariant=*/true)});
+                        .max_num_batched_tokens = 4096,
+                        .num_kv_blocks = 1 + 40 * (256 / 16),
+                        .backend = NewBackend(kind)});
 }
 
 // Runs `probe` once alone and once among 32 other requests of assorted lengths, prefilling and
@@ -91,6 +111,9 @@ std::unique_ptr<Engine> BatchEngine(BackendKind kind) {
 // more arrive while it decodes, so its decodes share steps with their prefills (steps of many
 // rows, where kernels pick other code paths than for the few rows of a lone decode).
 void CheckBatchInvariance(BackendKind kind, Request probe, const std::string& what) {
+#ifndef MLASERVE_TEST_CUDA_SIM
+  if (kind == BackendKind::kCudaSim) GTEST_SKIP() << "built without the CUDA Toolkit";
+#endif
   auto engine = BatchEngine(kind);
   ASSERT_NE(engine, nullptr);
   const StreamResult alone = RunToEnd(*engine, probe);
@@ -131,9 +154,18 @@ TEST_P(BatchInvarianceTest, SeededOutputDoesNotDependOnTheBatch) {
 
 // Two CPU threads, so that the splits of work over the team are exercised as well.
 INSTANTIATE_TEST_SUITE_P(Backends, BatchInvarianceTest,
-                         ::testing::Values(BackendKind::kRef, BackendKind::kCpu),
+                         ::testing::Values(BackendKind::kRef, BackendKind::kCpu,
+                                           BackendKind::kCudaSim),
                          [](const auto& info) {
-                           return info.param == BackendKind::kRef ? "Ref" : "Cpu";
+                           switch (info.param) {
+                             case BackendKind::kRef:
+                               return "Ref";
+                             case BackendKind::kCpu:
+                               return "Cpu";
+                             case BackendKind::kCudaSim:
+                               return "CudaSim";
+                           }
+                           return "";
                          });
 
 TEST(EngineInvarianceTest, SeedsReproduceAndDiffer) {
