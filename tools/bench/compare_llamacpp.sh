@@ -8,16 +8,25 @@
 # median over runs): the shared host's bandwidth moves within minutes, so a run is compared
 # with its own neighbour, not with a probe long before or after. With STREAMS=N (e.g. 16) it then
 # compares batched decode: `mlaserve serve` under N concurrent gRPC streams (mlaserve-bench)
-# against llama.cpp decoding N sequences in one context (peer_llamacpp_parallel.mjs), and the
+# against llama.cpp decoding N sequences in one context, and the
 # aggregate rate as a multiple of llama.cpp's and of mlaserve's own one-stream decode in the same
 # --dtype (STREAM_DTYPES; DTYPES must include it for the second ratio); the
 # aggregate counts from the earliest first token (a stream that starts alone puts the others'
 # prefill in its span), `streams_all_decoding` from the moment every stream decodes.
 #
+# llama.cpp runs through llamacpp-peer (tools/bench/llamacpp_peer.cc: its C API on the npm
+# package's prebuilt CPU libraries, built here on first use by build_llamacpp_peer.sh), not
+# through the Node.js harnesses of BENCH_DIR: on the Zen 4 host, in the same minutes, those
+# reported 32 tok/s batch-1 decode where the C API decodes at 45, and 33-42 tok/s for 16
+# sequences where it decodes at 79 (docs/performance.md), so they measured node-llama-cpp's
+# per-token overhead as much as llama.cpp.
+#
 # usage: tools/bench/compare_llamacpp.sh BENCH_DIR MODEL_DIR [ROUNDS]
-#   BENCH_DIR: the peer benchmark folder (peer_llamacpp.sh); MODEL_DIR: holds config.json,
+#   BENCH_DIR: the peer benchmark folder (peer_llamacpp.sh, which installs the npm package);
+#   MODEL_DIR: holds config.json,
 #   model.safetensors and model-bf16.gguf (make_model.py --out MODEL_DIR)
-# env: THREADS (2), PP (512 prompt tokens), TG (64 generated tokens), DTYPES (mlaserve --dtype
+# env: LLAMACPP_PEER (the llamacpp-peer binary; default build/llamacpp-peer/llamacpp-peer),
+#      THREADS (2), PP (512 prompt tokens), TG (64 generated tokens), DTYPES (mlaserve --dtype
 #      values run in turn each round, "float32" by default; "float32 bfloat16" runs both),
 #      STREAMS (0: no batched comparison), STREAM_PROMPT (64), STREAM_TG (64), STREAM_DTYPES
 #      (the --dtype values the batched comparison serves in turn, "float32" by default)
@@ -39,6 +48,8 @@ if [ ! -x "$membw_bin" ]; then
   mkdir -p "$(dirname "$membw_bin")"
   gcc -O2 -mavx2 -fopenmp "$bench/membw.c" -o "$membw_bin"
 fi
+peer=${LLAMACPP_PEER:-$root/build/llamacpp-peer/llamacpp-peer}
+[ -x "$peer" ] || "$root/tools/bench/build_llamacpp_peer.sh" "$bench" "$(dirname "$peer")" >&2
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 "$membw_bin" | tee -a "$log"
@@ -57,8 +68,8 @@ print(f"mlaserve pp{pp}_tok_s={pp / d['prefill_seconds']:.2f} "
 PY
   done | tee -a "$log"
   "$membw_bin" | tee -a "$log"
-  THREADS=$threads "$bench/peer_llamacpp.sh" "$model/model-bf16.gguf" --pp "$pp" --tg "$tg" \
-      --reps 1 --wait-idle 10 --max-tries 3 2>/dev/null | tail -1 | tee -a "$log"
+  "$peer" --model="$model/model-bf16.gguf" --threads="$threads" --pp="$pp" --tg="$tg" --reps=1 \
+      2>/dev/null | tail -1 | tee -a "$log"
 done
 "$membw_bin" | tee -a "$log"
 
@@ -85,9 +96,8 @@ if [ "$streams" -gt 0 ]; then
         | tee -a "$log"
     kill "$server"; wait "$server" 2>/dev/null || true
   done
-  (cd "$bench" && node peer_llamacpp_parallel.mjs --model "$model/model-bf16.gguf" \
-      --sequences "$streams" --prompt "$stream_prompt" --tg "$stream_tg" 2>/dev/null | tail -1) \
-      | tee -a "$log"
+  "$peer" --model="$model/model-bf16.gguf" --threads="$threads" --sequences="$streams" \
+      --pp="$stream_prompt" --tg="$stream_tg" 2>/dev/null | tail -1 | tee -a "$log"
 fi
 
 python3 - "$log" "$model/model_info.json" <<'PY'
