@@ -50,21 +50,10 @@ struct ProbeBuffers {
 double TimeShapes(const CpuKernels& kernels, ProbeBuffers& buf) {
   const auto start = std::chrono::steady_clock::now();
   for (const ProbeShape& s : kShapes) {
-    GemmArgs g;
-    g.a = buf.a.data();
-    g.lda = s.k;
-    g.b = buf.b.data();
-    g.b_dtype = DType::kBF16;
-    g.ldb = s.k;
-    g.c = buf.c.data();
-    g.ldc = s.n;
-    g.m = s.m;
-    g.k = s.k;
-    g.n_begin = 0;
-    g.n_end = s.n;
-    g.path = s.path;
-    g.a_bf16 = true;
-    kernels.gemm(g, buf.scratch);
+    kernels.gemm({.a = buf.a.data(), .lda = s.k, .b = buf.b.data(), .ldb = s.k,
+                  .c = buf.c.data(), .ldc = s.n, .m = s.m, .k = s.k, .n_end = s.n,
+                  .path = s.path, .a_bf16 = true},
+                 buf.scratch);
   }
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
