@@ -127,7 +127,8 @@ struct MlaDecodeParams {
   // results by log-sum-exp (the CUDA backend); the others ignore it. Without a plan such a
   // backend gives each sequence one work item.
   TensorView split_offsets;  // [num_seqs + 1] i32: sequence s owns items [o[s], o[s + 1])
-  TensorView split_items;    // [capacity, 3] i32: (seq, begin, end) per item; seq < 0 unused
+  TensorView split_items;    // [capacity, 3] i32: (seq, begin, end) per item; seq < 0 unused,
+                             // and every unused slot after the last used one (PlanMlaSplits)
   TensorView split_out;      // [capacity, num_heads, kv_lora_rank] f32 workspace
   TensorView split_lse;      // [capacity, num_heads] f32 workspace
 };

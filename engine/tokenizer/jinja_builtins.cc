@@ -228,7 +228,10 @@ absl::StatusOr<Value> Slice(const Value& obj, const Value& start, const Value& s
   };
   int64_t b = clamp(start, st > 0 ? 0 : n - 1), e = clamp(stop, st > 0 ? n : -1);
   ValueList out;
-  for (int64_t i = b; st > 0 ? i < e : i > e; i += st) out.push_back(items[i]);
+  for (int64_t i = b; st > 0 ? i < e : i > e;) {
+    out.push_back(items[i]);
+    if (__builtin_add_overflow(i, st, &i)) break;  // past int64 is past the end
+  }
   if (obj.kind == Kind::kString) {
     std::string s;
     for (const auto& v : out) s += v.s;

@@ -27,6 +27,8 @@ absl::StatusOr<Value> GetItem(const Value& obj, const Value& key);
 absl::StatusOr<Value> Slice(const Value& obj, const Value& start, const Value& stop,
                             const Value& step);
 absl::StatusOr<Value> BinaryOp(std::string_view op, const Value& a, const Value& b);
+// The error of an integer result outside int64 (Python's integers have no bound; these do).
+absl::Status IntegerOverflow(std::string_view op);
 absl::StatusOr<bool> Contains(const Value& container, const Value& item);
 // Iteration as Python does it (dict → keys, string → characters, undefined → nothing).
 absl::StatusOr<ValueList> Iterate(const Value& v);

@@ -1,5 +1,7 @@
 #include "engine/tokenizer/jinja_eval.h"
 
+#include <cstdint>
+#include <limits>
 #include <map>
 
 #include "absl/status/status.h"
@@ -289,7 +291,11 @@ absl::StatusOr<Value> Evaluator::EvalInner(const Expr& e) {
     case ExprKind::kUnary: {
       JINJA_ASSIGN(v, Eval(*e.args[0]));
       if (e.name == "not") return Value::Bool(!Truthy(v));
-      if (v.kind == Kind::kInt) return Value::Int(e.name == "-" ? -v.i : v.i);
+      if (v.kind == Kind::kInt) {
+        if (e.name != "-") return v;
+        if (v.i == std::numeric_limits<int64_t>::min()) return IntegerOverflow("-");
+        return Value::Int(-v.i);
+      }
       if (v.kind == Kind::kFloat) return Value::Float(e.name == "-" ? -v.f : v.f);
       if (v.kind == Kind::kBool) return Value::Int(e.name == "-" ? -int64_t{v.b} : int64_t{v.b});
       return absl::InvalidArgumentError(absl::StrCat("bad operand type for unary ", e.name, ": '", TypeName(v), "'"));
@@ -392,9 +398,10 @@ absl::StatusOr<Value> Evaluator::CallGlobal(const std::string& name, ValueList a
     else if (args.size() >= 2) { start = args[0].i; stop = args[1].i; if (args.size() > 2) step = args[2].i; }
     if (step == 0) return absl::InvalidArgumentError("range() arg 3 must not be zero");
     ValueList out;
-    for (int64_t k = start; step > 0 ? k < stop : k > stop; k += step) {
+    for (int64_t k = start; step > 0 ? k < stop : k > stop;) {
       if (out.size() >= 100000) return absl::InvalidArgumentError("range too large");
       out.push_back(Value::Int(k));
+      if (__builtin_add_overflow(k, step, &k)) break;  // past int64 is past stop
     }
     return Value::List(std::move(out));
   }

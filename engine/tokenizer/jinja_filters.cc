@@ -1,6 +1,8 @@
 // Filters, tests and methods of the chat-template interpreter.
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
+#include <limits>
 #include <set>
 
 #include "absl/status/status.h"
@@ -60,7 +62,10 @@ absl::StatusOr<Value> ApplyFilter(std::string_view name, const Value& v, const V
     return Value::List(std::move(out));
   }
   if (name == "abs") {
-    if (v.kind == Kind::kInt) return Value::Int(v.i < 0 ? -v.i : v.i);
+    if (v.kind == Kind::kInt) {
+      if (v.i == std::numeric_limits<int64_t>::min()) return IntegerOverflow("abs");
+      return Value::Int(v.i < 0 ? -v.i : v.i);
+    }
     if (v.kind == Kind::kFloat) return Value::Float(std::fabs(v.f));
     return Bad("bad operand type for abs()", v);
   }

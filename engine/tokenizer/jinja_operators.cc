@@ -1,11 +1,20 @@
-// Operators of the chat-template interpreter (Python semantics).
+// Operators of the chat-template interpreter (Python semantics). Integers are 64-bit where
+// Python's are unbounded: a result out of range is an error naming the operator, never a
+// wrapped value.
 #include <cmath>
+#include <cstdint>
+#include <limits>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "engine/tokenizer/jinja_builtins.h"
 
 namespace mlaserve::jinja {
+
+absl::Status IntegerOverflow(std::string_view op) {
+  return absl::InvalidArgumentError(
+      absl::StrCat("integer overflow in '", std::string(op), "' (integers are 64-bit here)"));
+}
 
 absl::StatusOr<bool> Contains(const Value& c, const Value& item) {
   if (c.kind == Kind::kString) {
@@ -75,7 +84,13 @@ absl::StatusOr<Value> BinaryOp(std::string_view op, const Value& a, const Value&
   if (op == "//" || op == "%") {
     if (y == 0) return absl::InvalidArgumentError(op == "%" ? "modulo by zero" : "integer division or modulo by zero");
     if (ints) {
-      int64_t p = as_int(a), q = as_int(b), d = p / q, m = p % q;
+      int64_t p = as_int(a), q = as_int(b);
+      if (q == -1) {  // p / -1 overflows for the most negative p
+        if (op == "%") return Value::Int(0);
+        if (p == std::numeric_limits<int64_t>::min()) return IntegerOverflow(op);
+        return Value::Int(-p);
+      }
+      int64_t d = p / q, m = p % q;
       if (m != 0 && ((m < 0) != (q < 0))) { --d; m += q; }
       return Value::Int(op == "//" ? d : m);
     }
@@ -83,19 +98,26 @@ absl::StatusOr<Value> BinaryOp(std::string_view op, const Value& a, const Value&
     return Value::Float(op == "//" ? d : m);
   }
   if (op == "**") {
-    if (ints && as_int(b) >= 0) {
+    if (ints && as_int(b) >= 0) {  // by squaring, each product checked
       int64_t r = 1, base = as_int(a);
-      for (int64_t k = 0; k < as_int(b) && k < 64; ++k) r *= base;
+      for (int64_t e = as_int(b); e > 0; e >>= 1) {
+        if ((e & 1) != 0 && __builtin_mul_overflow(r, base, &r)) return IntegerOverflow(op);
+        if (e > 1 && __builtin_mul_overflow(base, base, &base)) return IntegerOverflow(op);
+      }
       return Value::Int(r);
     }
     return Value::Float(std::pow(x, y));
   }
-  if (ints) {
-    int64_t p = as_int(a), q = as_int(b);
-    if (op == "+") return Value::Int(p + q);
-    if (op == "-") return Value::Int(p - q);
-    if (op == "*") return Value::Int(p * q);
-  } else {
+  if (ints && (op == "+" || op == "-" || op == "*")) {
+    const int64_t p = as_int(a), q = as_int(b);
+    int64_t r = 0;
+    const bool overflow = op == "+"   ? __builtin_add_overflow(p, q, &r)
+                          : op == "-" ? __builtin_sub_overflow(p, q, &r)
+                                      : __builtin_mul_overflow(p, q, &r);
+    if (overflow) return IntegerOverflow(op);
+    return Value::Int(r);
+  }
+  if (!ints) {
     if (op == "+") return Value::Float(x + y);
     if (op == "-") return Value::Float(x - y);
     if (op == "*") return Value::Float(x * y);

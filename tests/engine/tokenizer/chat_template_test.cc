@@ -2,6 +2,7 @@
 
 #include <cstdlib>
 #include <string>
+#include <utility>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -53,6 +54,37 @@ TEST(ChatTemplateTest, UndefinedSemantics) {
   ASSERT_FALSE(r.ok());
   EXPECT_THAT(r.status().message(), HasSubstr("'nope' is undefined"));
   EXPECT_THAT(r.status().message(), HasSubstr("line 1"));
+}
+
+// Integers follow Python's floor division, modulo and powers; where Python's unbounded result
+// would not fit 64 bits the render fails naming the operator (never a wrapped value: these
+// were undefined behaviour, found by the fuzzer).
+TEST(ChatTemplateTest, IntegerArithmeticIsPythonsOrAnOverflowError) {
+  EXPECT_EQ(*RenderText("{{ 7 // -2 }} {{ 7 % -2 }} {{ -7 // 2 }} {{ 5 // -1 }} {{ 5 % -1 }}", kChat),
+            "-4 -1 -4 -5 0");
+  EXPECT_EQ(*RenderText("{{ 2 ** 62 }} {{ (-1) ** 65 }} {{ 0 ** 0 }} {{ 3 ** 3 }} {{ -(-5) }}", kChat),
+            "4611686018427387904 -1 1 27 5");
+  EXPECT_EQ(*RenderText("{{ range(2, 9223372036854775807, 9223372036854775807) | list }}"
+                        "{{ [1, 2, 3][1::9223372036854775807] }}{{ [1, 2, 3][::-9223372036854775807] }}",
+                        kChat),
+            "[2][2][3]");
+  const char* kMin = "(-9223372036854775807 - 1)";
+  const std::pair<std::string, std::string> overflows[] = {
+      {"{{ 9223372036854775807 + 1 }}", "'+'"},
+      {std::string("{{ ") + kMin + " - 1 }}", "'-'"},
+      {"{{ 4611686018427387904 * 2 }}", "'*'"},
+      {"{{ 2 ** 63 }}", "'**'"},
+      {"{{ 3 ** 40 }}", "'**'"},
+      {std::string("{{ ") + kMin + " // -1 }}", "'//'"},
+      {std::string("{{ -") + kMin + " }}", "'-'"},
+      {std::string("{{ ") + kMin + " | abs }}", "'abs'"},
+  };
+  for (const auto& [source, op] : overflows) {
+    auto r = RenderText(source, kChat);
+    ASSERT_FALSE(r.ok()) << source << " gave " << *r;
+    EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument) << source;
+    EXPECT_THAT(r.status().message(), HasSubstr("integer overflow in " + op)) << source;
+  }
 }
 
 TEST(ChatTemplateTest, RaiseExceptionGivesTheMessage) {
