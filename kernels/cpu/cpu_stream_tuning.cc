@@ -41,7 +41,9 @@ bool ParseTuning(const std::string& s, StreamTuning* out) {
 
 // Seconds of one single-row GEMM over `b` ([rows, k] bf16), each thread of `ctx` streaming its
 // own slice of rows, by the dot products the backend's decode rows take (kFixedDot on a
-// batch-invariant backend: the kernels differ in their accumulator chains, cpu_gemv_impl.h).
+// batch-invariant backend: the kernels differ in their accumulator chains, cpu_gemv_impl.h),
+// with its activations (bf16 ones take VDPBF16PS where the build has it, a loop that the same
+// prefetch can slow where it speeds the f32 one: docs/performance.md).
 double TimePass(const CpuContext& ctx, const uint16_t* b, int64_t rows, int64_t k, const float* a,
                 float* c) {
   GemmArgs g;
@@ -55,6 +57,7 @@ double TimePass(const CpuContext& ctx, const uint16_t* b, int64_t rows, int64_t 
   g.m = 1;
   g.k = k;
   g.path = ctx.batch_invariant() ? GemmPath::kFixedDot : GemmPath::kBySize;
+  g.a_bf16 = ctx.RoundsInputsFor(DType::kBF16);
   const auto start = std::chrono::steady_clock::now();
   ctx.Parallel(ctx.num_threads(), [&](int t, int team) {
     const Range slice = SplitRange(rows, team, t, 16);

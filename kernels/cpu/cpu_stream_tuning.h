@@ -41,9 +41,10 @@ struct StreamTuningChoice {
 // Chooses the tuning once per process and installs it: MLASERVE_CPU_PREFETCH (none | nta:N |
 // t1:N, N in 1..4) when set and valid; otherwise the probe (none, nta:1, nta:4, t1:1, t1:2 and
 // t1:4, 5 interleaved passes each, 31 in all with a warm-up, over a bf16 matrix of
-// BytesBeyondLastLevelCache(128 MiB) through `ctx`'s single-row decode GEMM on all of its
-// threads, each its own rows as in a decode step; the best median wins; about 200 ms at 128 MiB
-// on two cores). Later calls return the first choice.
+// BytesBeyondLastLevelCache(128 MiB) through `ctx`'s single-row decode GEMM, in its activation
+// dtype, on all of its threads, each its own rows as in a decode step; the best median wins;
+// about 200 ms at 128 MiB on two cores). Later calls return the first choice (made with the
+// first backend's activation dtype).
 const StreamTuningChoice& TuneStreaming(const CpuContext& ctx);
 
 // The probe alone (it leaves the current tuning at its choice).
