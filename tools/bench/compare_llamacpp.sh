@@ -16,9 +16,9 @@
 #
 # llama.cpp runs through llamacpp-peer (tools/bench/llamacpp_peer.cc: its C API on the npm
 # package's prebuilt CPU libraries, built here on first use by build_llamacpp_peer.sh), not
-# through the Node.js harnesses of BENCH_DIR: on the Zen 4 host, in the same minutes, those
-# reported 32 tok/s batch-1 decode where the C API decodes at 45, and 33-42 tok/s for 16
-# sequences where it decodes at 79 (docs/performance.md), so they measured node-llama-cpp's
+# through the Node.js harnesses of BENCH_DIR: on the Zen 4 host, alternating with it, those
+# reported 32 tok/s batch-1 decode where the C API decodes at 45, and 31-36 tok/s for 16
+# sequences where it decodes at 70-73 (docs/performance.md), so they measured node-llama-cpp's
 # per-token overhead as much as llama.cpp.
 #
 # usage: tools/bench/compare_llamacpp.sh BENCH_DIR MODEL_DIR [ROUNDS]
