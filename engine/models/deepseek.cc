@@ -81,9 +81,9 @@ absl::Status DeepseekModel::AllocateWorkspaces() {
   ASSIGN_OR_RETURN(m.round_out, (NewTensor(f32, {rows, heads, c.v_head_dim})));
   ASSIGN_OR_RETURN(m.round_lse, (NewTensor(f32, {rows, heads})));
   ASSIGN_OR_RETURN(m.attn_out, (NewTensor(f32, {rows, heads * c.v_head_dim})));
-  if (const int64_t workers = backend_->mla_decode_split_workers(heads); workers > 0) {
-    const int64_t items =
-        MlaSplitCapacity(seqs, workers, MlaSplitRuleFor(backend_->batch_invariant()));
+  // As many partial results as the step's split-KV plan can hold (the same limits size it).
+  if (const ForwardLimits l = forward_limits(); l.mla_split_workers > 0) {
+    const int64_t items = MlaSplitCapacity(seqs, l.mla_split_workers, l.mla_split_rule);
     ASSIGN_OR_RETURN(m.split_out, (NewTensor(f32, {items, heads, c.kv_lora_rank})));
     ASSIGN_OR_RETURN(m.split_lse, (NewTensor(f32, {items, heads})));
   }

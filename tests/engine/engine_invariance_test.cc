@@ -8,6 +8,7 @@
 // in rounds merged by log-sum-exp, which rounds differently from a single causal pass, so those
 // comparisons require identical tokens and logprobs equal to within float rounding.
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "absl/strings/str_format.h"
@@ -79,16 +80,11 @@ Request SeededRequest(std::vector<int32_t> prompt, int32_t max_tokens, uint64_t 
 }
 
 enum class BackendKind { kRef, kCpu, kCudaSim };
+constexpr const char* kBackendNames[] = {"Ref", "Cpu", "CudaSim"};  // by BackendKind
 
 std::unique_ptr<Backend> NewBackend(BackendKind kind) {
-  switch (kind) {
-    case BackendKind::kRef:
-      return MakeRefBackend();
-    case BackendKind::kCpu:
-      return MakeCpuBackend(2, /*batch_invariant=*/true);
-    case BackendKind::kCudaSim:
-      break;
-  }
+  if (kind == BackendKind::kRef) return MakeRefBackend();
+  if (kind == BackendKind::kCpu) return MakeCpuBackend(2, /*batch_invariant=*/true);
 #ifdef MLASERVE_TEST_CUDA_SIM
   auto backend = cuda_sim::NewCudaBackend({.batch_invariant = true});
   EXPECT_TRUE(backend.ok()) << backend.status();
@@ -157,15 +153,7 @@ INSTANTIATE_TEST_SUITE_P(Backends, BatchInvarianceTest,
                          ::testing::Values(BackendKind::kRef, BackendKind::kCpu,
                                            BackendKind::kCudaSim),
                          [](const auto& info) {
-                           switch (info.param) {
-                             case BackendKind::kRef:
-                               return "Ref";
-                             case BackendKind::kCpu:
-                               return "Cpu";
-                             case BackendKind::kCudaSim:
-                               return "CudaSim";
-                           }
-                           return "";
+                           return std::string(kBackendNames[static_cast<int>(info.param)]);
                          });
 
 TEST(EngineInvarianceTest, SeedsReproduceAndDiffer) {
