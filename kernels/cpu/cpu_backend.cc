@@ -1,7 +1,5 @@
 #include "kernels/cpu/cpu_backend.h"
 
-#include <sched.h>
-
 #include <algorithm>
 #include <atomic>
 #include <cstdlib>
@@ -11,16 +9,14 @@
 #include "kernels/cpu/cpu_bf16_multiply.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/cpu_stream_tuning.h"
+#include "kernels/cpu/cpu_threads.h"
 
 namespace mlaserve {
 namespace {
 
 int ResolveThreads(int num_threads) {
   MLASERVE_CHECK(num_threads >= 0);
-  if (num_threads > 0) return num_threads;
-  cpu_set_t cpus;
-  if (sched_getaffinity(0, sizeof cpus, &cpus) != 0) return 1;
-  return std::min(CPU_COUNT(&cpus), CpuThreadPool::kMaxThreads);
+  return num_threads > 0 ? num_threads : DetectCpuThreadBudget().threads;
 }
 
 char* AllocateArena(int num_threads) {

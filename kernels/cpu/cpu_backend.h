@@ -23,7 +23,8 @@ namespace mlaserve {
 
 class CpuBackend : public HostBackend {
  public:
-  // num_threads = 0 uses every core the process may run on. `batch_invariant` fixes one
+  // num_threads = 0 uses the processors the process may run on, capped by its cgroup's CPU
+  // limit (DetectCpuThreadBudget, cpu_threads.h). `batch_invariant` fixes one
   // reduction order per row (see Backend::batch_invariant): GEMM rows of decodes always take
   // the dot-product path at a fixed depth and prompt rows always the packed path, whatever the
   // row counts (GemmParams::decode_rows), and decode attention never splits a sequence over

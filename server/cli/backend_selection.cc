@@ -8,6 +8,7 @@
 #include "kernels/cpu/cpu_bf16_multiply.h"
 #include "kernels/cpu/cpu_features.h"
 #include "kernels/cpu/cpu_stream_tuning.h"
+#include "kernels/cpu/cpu_threads.h"
 #include "kernels/ref/ref_backend.h"
 #include "server/cli/cuda_plugin_loader.h"
 #include "server/common/log.h"
@@ -32,13 +33,20 @@ std::string TransparentHugePages() {
 // The facts and run-time choices that decide CPU speed on this host, in the start-up log.
 std::unique_ptr<Backend> NewLoggedCpuBackend(int num_threads, bool batch_invariant,
                                              DType activation_dtype) {
-  auto backend = std::make_unique<CpuBackend>(num_threads, batch_invariant, activation_dtype);
+  const CpuThreadBudget budget = DetectCpuThreadBudget();
+  auto backend = std::make_unique<CpuBackend>(num_threads > 0 ? num_threads : budget.threads,
+                                              batch_invariant, activation_dtype);
+  const std::string threads_source = num_threads > 0 ? "--threads" : budget.source;
   const CpuInfo& cpu = GetCpuInfo();
   const StreamTuningChoice& tuning = TuneStreaming(backend->context());
   LogEvent("cpu_backend", {{"cpu", cpu.model},
                            {"vendor", cpu.vendor},
                            {"isa", std::string(CpuIsaName(backend->isa()))},
                            {"threads", int64_t{backend->num_threads()}},
+                           {"threads_source", threads_source},
+                           {"affinity_cpus", int64_t{budget.affinity_cpus}},
+                           {"cgroup_cpu_limit", budget.cgroup.cpus},
+                           {"cgroup_cpu_limit_file", budget.cgroup.file},
                            {"l2_bytes", cpu.l2_bytes},
                            {"l3_bytes", cpu.l3_bytes},
                            {"l3_instances", int64_t{cpu.l3_instances}},

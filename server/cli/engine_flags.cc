@@ -14,7 +14,9 @@ ABSL_FLAG(std::string, model, "",
           "Hugging Face model directory (config.json, *.safetensors, tokenizer.json); empty: the "
           "embedded default model");
 ABSL_FLAG(std::string, backend, "auto", "auto | cpu | cuda | ref (the slow oracle)");
-ABSL_FLAG(int, threads, 0, "CPU worker threads (0 = all cores)");
+ABSL_FLAG(int, threads, 0,
+          "CPU worker threads (0 = all cores the process may use: its affinity mask, capped by "
+          "its cgroup's CPU limit)");
 ABSL_FLAG(std::string, dtype, "float32",
           "activation dtype: float32 (matches the reference within 1e-3 logprob) or bfloat16 "
           "(GEMM inputs rounded to bf16 against bf16 weights: faster prompts where the CPU has "

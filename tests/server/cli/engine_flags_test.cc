@@ -1,6 +1,13 @@
-// --dtype and --backend reach the backend BackendFromFlags creates; bad values are errors that
-// name the flag.
+// --dtype, --backend and --threads reach the backend BackendFromFlags creates; bad values are
+// errors that name the flag; --threads=0 follows the CPU limit of the cgroup the process runs in.
 #include "server/cli/engine_flags.h"
+
+#include <sched.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
 
 #include "absl/flags/flag.h"
 #include "gmock/gmock.h"
@@ -48,6 +55,55 @@ TEST_F(EngineFlagsTest, UnknownDtypeIsAnErrorNamingTheFlag) {
     EXPECT_THAT(b.status().message(), HasSubstr("--dtype"));
     EXPECT_THAT(b.status().message(), HasSubstr("float32 or bfloat16"));
   }
+}
+
+// The path of this process's cgroup in the v1 cpu hierarchy, or "" (no such line).
+std::string SelfV1CpuCgroup() {
+  std::ifstream in("/proc/self/cgroup");
+  for (std::string line; std::getline(in, line);) {
+    const size_t a = line.find(':'), b = line.find(':', a + 1);
+    const std::string controllers = "," + line.substr(a + 1, b - a - 1) + ",";
+    if (controllers.find(",cpu,") != std::string::npos) return line.substr(b + 1);
+  }
+  return "";
+}
+
+// The running kernel: this process moved into a new cgroup v1 child of its own cpu cgroup with a
+// quota of 1.2 CPUs, a CPU backend created there, the process moved back. Skipped where the
+// hierarchy is not mounted at the usual place or this process may not create cgroups (not root).
+TEST_F(EngineFlagsTest, DefaultThreadsFollowTheCgroupCpuLimit) {
+  namespace fs = std::filesystem;
+  cpu_set_t cpus;
+  ASSERT_EQ(sched_getaffinity(0, sizeof cpus, &cpus), 0);
+  if (CPU_COUNT(&cpus) < 2) GTEST_SKIP() << "one processor: a limit cannot lower the count";
+  const std::string self = SelfV1CpuCgroup();
+  std::string mount;
+  for (const char* m : {"/sys/fs/cgroup/cpu", "/sys/fs/cgroup/cpu,cpuacct"}) {
+    if (fs::exists(std::string(m) + "/cpu.cfs_quota_us")) mount = m;
+  }
+  if (self.empty() || mount.empty()) GTEST_SKIP() << "no cgroup v1 cpu hierarchy here";
+  const std::string parent = mount + (self == "/" ? "" : self);
+  const std::string child = parent + "/mlaserve_threads_test_" + std::to_string(getpid());
+  std::error_code ec;
+  if (!fs::create_directory(child, ec)) GTEST_SKIP() << "may not create " << child;
+  const bool quota_set = static_cast<bool>(std::ofstream(child + "/cpu.cfs_quota_us") << 120000);
+  const bool moved = static_cast<bool>(std::ofstream(child + "/cgroup.procs") << getpid());
+  absl::SetFlag(&FLAGS_threads, 0);
+  testing::internal::CaptureStderr();
+  absl::StatusOr<std::unique_ptr<Backend>> capped = BackendFromFlags();
+  const std::string capped_log = testing::internal::GetCapturedStderr();
+  absl::SetFlag(&FLAGS_threads, 2);
+  absl::StatusOr<std::unique_ptr<Backend>> asked = BackendFromFlags();
+  std::ofstream(parent + "/cgroup.procs") << getpid();
+  fs::remove(child, ec);
+  ASSERT_TRUE(quota_set && moved) << "the kernel refused the quota or the move";
+  ASSERT_TRUE(capped.ok()) << capped.status();
+  ASSERT_TRUE(asked.ok()) << asked.status();
+  EXPECT_EQ((*capped)->host_lanes(), 1);
+  EXPECT_THAT(capped_log, HasSubstr(" threads=1 threads_source=cgroup_cpu_limit "));
+  EXPECT_THAT(capped_log, HasSubstr(" cgroup_cpu_limit=1.2 "));
+  EXPECT_THAT(capped_log, HasSubstr("cgroup_cpu_limit_file=" + child + "/cpu.cfs_quota_us"));
+  EXPECT_EQ((*asked)->host_lanes(), 2);  // --threads overrides the limit
 }
 
 }  // namespace

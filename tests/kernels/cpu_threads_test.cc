@@ -1,0 +1,111 @@
+// The CPU backend's default team size: the cgroup CPU limit read from copies of the files a
+// container, a Kubernetes pod and a cgroup v1 host show (engine_flags_test runs the same reading
+// against the running kernel's cgroups).
+#include "kernels/cpu/cpu_threads.h"
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "gtest/gtest.h"
+
+namespace mlaserve {
+namespace {
+
+namespace fs = std::filesystem;
+
+// A scratch directory standing in for "/" (removed at the end of the test).
+class FakeRoot {
+ public:
+  FakeRoot() {
+    std::string tmpl = (fs::temp_directory_path() / "cpu_threads_test.XXXXXX").string();
+    dir_ = mkdtemp(tmpl.data());
+  }
+  ~FakeRoot() { fs::remove_all(dir_); }
+  const std::string& path() const { return dir_; }
+  void Write(const std::string& file, const std::string& text) const {
+    const fs::path p = fs::path(dir_) / file.substr(1);
+    fs::create_directories(p.parent_path());
+    std::ofstream(p) << text;
+  }
+
+ private:
+  std::string dir_;
+};
+
+constexpr char kV2Mount[] = "30 23 0:26 / /sys/fs/cgroup rw,nosuid - cgroup2 cgroup2 rw\n";
+
+TEST(CgroupCpuLimitTest, PodLimitOnTheV2PathWinsOverLooserLevels) {
+  FakeRoot root;
+  root.Write("/proc/self/mountinfo",
+             "22 1 8:1 / / rw - ext4 /dev/sda1 rw\n" + std::string(kV2Mount));
+  root.Write("/proc/self/cgroup", "0::/kubepods.slice/pod7/ctr\n");
+  root.Write("/sys/fs/cgroup/kubepods.slice/cpu.max", "1600000 100000\n");
+  root.Write("/sys/fs/cgroup/kubepods.slice/pod7/cpu.max", "400000 100000\n");
+  root.Write("/sys/fs/cgroup/kubepods.slice/pod7/ctr/cpu.max", "max 100000\n");
+  const CgroupCpuLimit limit = ReadCgroupCpuLimit(root.path());
+  EXPECT_DOUBLE_EQ(limit.cpus, 4.0);
+  EXPECT_EQ(limit.file, root.path() + "/sys/fs/cgroup/kubepods.slice/pod7/cpu.max");
+}
+
+TEST(CgroupCpuLimitTest, NamespacedContainerReadsItsOwnRoot) {
+  FakeRoot root;
+  root.Write("/proc/self/mountinfo", kV2Mount);
+  root.Write("/proc/self/cgroup", "0::/\n");
+  root.Write("/sys/fs/cgroup/cpu.max", "150000 100000\n");
+  EXPECT_DOUBLE_EQ(ReadCgroupCpuLimit(root.path()).cpus, 1.5);
+}
+
+TEST(CgroupCpuLimitTest, V1CpuControllerUnderItsMountRoot) {
+  FakeRoot root;
+  // A docker container without a cgroup namespace: the mount shows the container's cgroup, and
+  // /proc/self/cgroup names it by its full path. The mount point holds an escaped space.
+  root.Write("/proc/self/mountinfo",
+             "31 23 0:28 / /sys/fs/cgroup rw - tmpfs tmpfs rw\n"
+             "32 31 0:29 /docker/abc /sys/fs/cgroup/cpu\\040acct rw,relatime master:3 - cgroup "
+             "cgroup rw,cpu,cpuacct\n"
+             "33 31 0:30 /docker/abc /sys/fs/cgroup/memory rw - cgroup cgroup rw,memory\n");
+  root.Write("/proc/self/cgroup", "5:memory:/docker/abc\n4:cpu,cpuacct:/docker/abc\n0::/\n");
+  root.Write("/sys/fs/cgroup/cpu acct/cpu.cfs_quota_us", "250000\n");
+  root.Write("/sys/fs/cgroup/cpu acct/cpu.cfs_period_us", "100000\n");
+  // A memory file of the same name must not be mistaken for the cpu controller's.
+  root.Write("/sys/fs/cgroup/memory/cpu.cfs_quota_us", "100000\n");
+  root.Write("/sys/fs/cgroup/memory/cpu.cfs_period_us", "100000\n");
+  const CgroupCpuLimit limit = ReadCgroupCpuLimit(root.path());
+  EXPECT_DOUBLE_EQ(limit.cpus, 2.5);
+  EXPECT_EQ(limit.file, root.path() + "/sys/fs/cgroup/cpu acct/cpu.cfs_quota_us");
+}
+
+TEST(CgroupCpuLimitTest, NoLimitAnywhere) {
+  FakeRoot root;
+  root.Write("/proc/self/mountinfo",
+             std::string(kV2Mount) + "32 31 0:29 / /sys/fs/cgroup/cpu rw - cgroup cgroup rw,cpu\n");
+  root.Write("/proc/self/cgroup", "1:cpu:/a\n0::/a\n");
+  root.Write("/sys/fs/cgroup/a/cpu.max", "max 100000\n");
+  root.Write("/sys/fs/cgroup/cpu/a/cpu.cfs_quota_us", "-1\n");
+  root.Write("/sys/fs/cgroup/cpu/a/cpu.cfs_period_us", "100000\n");
+  const CgroupCpuLimit limit = ReadCgroupCpuLimit(root.path());
+  EXPECT_EQ(limit.cpus, 0);
+  EXPECT_EQ(limit.file, "");
+  // No cgroup files at all (another OS view, a restricted sandbox): no limit either.
+  FakeRoot empty;
+  EXPECT_EQ(ReadCgroupCpuLimit(empty.path()).cpus, 0);
+}
+
+TEST(CpuThreadBudgetTest, TheLimitCapsTheMaskRoundedToTheNearestThread) {
+  const CpuThreadBudget pod = BudgetCpuThreads(64, {.cpus = 4.0, .file = "f"});
+  EXPECT_EQ(pod.threads, 4);
+  EXPECT_STREQ(pod.source, "cgroup_cpu_limit");
+  EXPECT_EQ(pod.affinity_cpus, 64);
+  EXPECT_EQ(BudgetCpuThreads(8, {.cpus = 2.5}).threads, 3);
+  EXPECT_EQ(BudgetCpuThreads(8, {.cpus = 2.25}).threads, 2);
+  EXPECT_EQ(BudgetCpuThreads(8, {.cpus = 0.3}).threads, 1);
+  const CpuThreadBudget loose = BudgetCpuThreads(2, {.cpus = 4.0});
+  EXPECT_EQ(loose.threads, 2);
+  EXPECT_STREQ(loose.source, "affinity");
+  EXPECT_EQ(BudgetCpuThreads(6, {}).threads, 6);
+}
+
+}  // namespace
+}  // namespace mlaserve
