@@ -110,6 +110,7 @@ absl::StatusOr<DeviceBuffer> HostBackend::Allocate(size_t bytes) {
     // at start-up is then really there. Both are requests; a kernel that refuses either (THP
     // off, or no MADV_POPULATE_WRITE before Linux 5.14) leaves the buffer as it was.
     madvise(p, rounded, MADV_HUGEPAGE);
+    PlaceLargeBuffer(p, rounded);
     madvise(p, rounded, MADV_POPULATE_WRITE);
   }
   MaybePoison(p, rounded);

@@ -102,6 +102,9 @@ class HostBackend : public Backend {
   // (kernels/ref/ref_sampling.cc); the engine samples host logits itself and never calls them.
   virtual void RunTopLogprobs(const TopLogprobsParams& p);
   virtual void RunSampleTokens(const SampleTokensParams& p);
+  // Called by Allocate for each buffer of 2 MiB or more (2 MiB-aligned, `bytes` whole pages)
+  // before its pages are populated: a subclass may set their memory policy. Does nothing here.
+  virtual void PlaceLargeBuffer(void* data, size_t bytes) {}
 
  private:
   template <typename P>

@@ -1,7 +1,10 @@
 #include "kernels/cpu/cpu_backend.h"
 
+#include <sys/mman.h>
+
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <cstdlib>
 #include <memory>
 
@@ -17,6 +20,20 @@ namespace {
 int ResolveThreads(int num_threads) {
   MLASERVE_CHECK(num_threads >= 0);
   return num_threads > 0 ? num_threads : DetectCpuThreadBudget().threads;
+}
+
+// The placement for this process, tried on a scratch mapping when it interleaves: a refusal
+// (errno into *refused) leaves the kernel's default.
+NumaPlacement TriedNumaPlacement(int* refused) {
+  NumaPlacement p = ChooseNumaPlacement(AffinityNumaNodes(), std::getenv("MLASERVE_CPU_NUMA"));
+  *refused = 0;
+  if (!p.interleave) return p;
+  constexpr size_t kBytes = size_t{2} << 20;
+  void* scratch = mmap(nullptr, kBytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  *refused = scratch == MAP_FAILED ? errno : InterleavePages(scratch, kBytes, p.nodes);
+  if (scratch != MAP_FAILED) munmap(scratch, kBytes);
+  if (*refused != 0) p.interleave = false;
+  return p;
 }
 
 char* AllocateArena(int num_threads) {
@@ -38,7 +55,8 @@ CpuBackend::CpuBackend(const CpuKernels& kernels, int num_threads, bool batch_in
     : HostBackend(activation_dtype),
       pool_(std::make_unique<CpuThreadPool>(ResolveThreads(num_threads))),
       arena_(AllocateArena(pool_->size())),
-      ctx_(kernels, *pool_, arena_, batch_invariant, activation_dtype) {
+      ctx_(kernels, *pool_, arena_, batch_invariant, activation_dtype),
+      numa_(TriedNumaPlacement(&numa_refused_errno_)) {
   TuneStreaming(ctx_);
 }
 
@@ -52,6 +70,11 @@ void CpuBackend::RunHostTasks(int64_t count, absl::FunctionRef<void(int64_t task
   ctx_.Parallel(threads, [&](int lane, int) {
     for (int64_t task = next.fetch_add(1); task < count; task = next.fetch_add(1)) fn(task, lane);
   });
+}
+
+void CpuBackend::PlaceLargeBuffer(void* data, size_t bytes) {
+  // A refusal after the start-up try changes nothing: the buffer keeps the default placement.
+  if (numa_.interleave) InterleavePages(data, bytes, numa_.nodes);
 }
 
 std::unique_ptr<Backend> MakeCpuBackend(int num_threads, bool batch_invariant,

@@ -16,6 +16,7 @@
 
 #include "kernels/cpu/cpu_context.h"
 #include "kernels/cpu/cpu_features.h"
+#include "kernels/cpu/cpu_numa.h"
 #include "kernels/cpu/cpu_thread_pool.h"
 #include "kernels/host_backend.h"
 
@@ -46,6 +47,11 @@ class CpuBackend : public HostBackend {
   int num_threads() const { return ctx_.num_threads(); }
   // The kernels, threads and scratch the ops run with (e.g. for TuneStreaming).
   const CpuContext& context() const { return ctx_; }
+  // Where the pages of its buffers of 2 MiB or more go (cpu_numa.h): chosen at construction
+  // from the affinity mask's NUMA nodes and MLASERVE_CPU_NUMA, and tried once on a scratch
+  // mapping then; a refused interleave leaves `interleave` false and its errno here (0: none).
+  const NumaPlacement& numa_placement() const { return numa_; }
+  int numa_refused_errno() const { return numa_refused_errno_; }
 
   // The team that runs the ops, each thread taking the next task until none is left.
   int host_lanes() const override { return num_threads(); }
@@ -67,11 +73,14 @@ class CpuBackend : public HostBackend {
   void RunMoeRoute(const MoeRouteParams& p) override { CpuMoeRoute(ctx_, p); }
   void RunMoeAlignBlockSize(const MoeAlignParams& p) override { CpuMoeAlignBlockSize(ctx_, p); }
   void RunMoeExperts(const MoeExpertsParams& p) override { CpuMoeExperts(ctx_, p); }
+  void PlaceLargeBuffer(void* data, size_t bytes) override;
 
  private:
   std::unique_ptr<CpuThreadPool> pool_;
   char* arena_;  // num_threads() * CpuContext::kThreadScratchBytes, owned
   CpuContext ctx_;
+  int numa_refused_errno_ = 0;  // before numa_, whose initialization sets it
+  NumaPlacement numa_;
 };
 
 std::unique_ptr<Backend> MakeCpuBackend(int num_threads, bool batch_invariant = false,

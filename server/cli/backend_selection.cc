@@ -1,5 +1,6 @@
 #include "server/cli/backend_selection.h"
 
+#include <cstring>
 #include <fstream>
 #include <string>
 
@@ -37,6 +38,8 @@ std::unique_ptr<Backend> NewLoggedCpuBackend(int num_threads, bool batch_invaria
   auto backend = std::make_unique<CpuBackend>(num_threads > 0 ? num_threads : budget.threads,
                                               batch_invariant, activation_dtype);
   const std::string threads_source = num_threads > 0 ? "--threads" : budget.source;
+  const NumaPlacement& numa = backend->numa_placement();
+  const int numa_refused = backend->numa_refused_errno();
   const CpuInfo& cpu = GetCpuInfo();
   const StreamTuningChoice& tuning = TuneStreaming(backend->context());
   LogEvent("cpu_backend", {{"cpu", cpu.model},
@@ -55,7 +58,12 @@ std::unique_ptr<Backend> NewLoggedCpuBackend(int num_threads, bool batch_invaria
                            {"decode_prefetch_source", tuning.source},
                            {"probe_gbps", tuning.probe_gbps},
                            {"probe_gbps_by_choice", tuning.probe_table},
-                           {"transparent_hugepages", TransparentHugePages()}});
+                           {"transparent_hugepages", TransparentHugePages()},
+                           {"numa_nodes", int64_t(numa.nodes.size())},
+                           {"memory_policy", std::string(numa.interleave ? "interleave" : "local")},
+                           {"memory_policy_source", numa.source},
+                           {"memory_policy_refused",
+                            std::string(numa_refused == 0 ? "" : std::strerror(numa_refused))}});
   if (activation_dtype == DType::kBF16) {
     // The multiply of bf16 activations: remembered from the backend's construction.
     const Bf16MultiplyChoice multiply = SelectIsaForActivations(activation_dtype);
