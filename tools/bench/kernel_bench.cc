@@ -122,6 +122,10 @@ void GemmArgs(benchmark::internal::Benchmark* b) {
   b->Args({48, kHidden, kExpertInter});      // its down projection
   for (int64_t n : {kHidden, kDenseInter}) b->Args({512, n, kHidden});
   b->Args({512, kHidden, kDenseInter});
+  // A 512-token prompt's attention projections: q, the latent kv_a (and rope key), kv_b.
+  b->Args({512, 16 * 192, kHidden});
+  b->Args({512, 512 + 64, kHidden});
+  b->Args({512, 16 * 256, 512});
 }
 BENCHMARK(BM_Gemm)->Apply(GemmArgs)->UseRealTime()->Unit(benchmark::kMillisecond);
 
