@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <fstream>
+#include <set>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -165,10 +166,30 @@ CpuThreadBudget BudgetCpuThreads(int affinity_cpus, const CgroupCpuLimit& limit)
   return b;
 }
 
+int CountCores(const std::vector<int>& cpus, const std::string& sysfs_root) {
+  std::set<std::string> cores;
+  for (int cpu : cpus) {
+    std::string siblings;
+    std::ifstream in(sysfs_root + "/sys/devices/system/cpu/cpu" + std::to_string(cpu) +
+                     "/topology/thread_siblings_list");
+    if (!std::getline(in, siblings) || siblings.empty()) return 0;
+    cores.insert(siblings);
+  }
+  return static_cast<int>(cores.size());
+}
+
 CpuThreadBudget DetectCpuThreadBudget() {
-  cpu_set_t cpus;
-  const int affinity = sched_getaffinity(0, sizeof cpus, &cpus) == 0 ? CPU_COUNT(&cpus) : 1;
-  return BudgetCpuThreads(affinity, ReadCgroupCpuLimit());
+  cpu_set_t mask;
+  std::vector<int> cpus;
+  if (sched_getaffinity(0, sizeof mask, &mask) == 0) {
+    for (int c = 0; c < CPU_SETSIZE; ++c) {
+      if (CPU_ISSET(c, &mask)) cpus.push_back(c);
+    }
+  }
+  CpuThreadBudget b =
+      BudgetCpuThreads(cpus.empty() ? 1 : static_cast<int>(cpus.size()), ReadCgroupCpuLimit());
+  b.affinity_cores = CountCores(cpus);
+  return b;
 }
 
 }  // namespace mlaserve

@@ -19,6 +19,7 @@
 #define MLASERVE_KERNELS_CPU_CPU_THREADS_H_
 
 #include <string>
+#include <vector>
 
 namespace mlaserve {
 
@@ -32,9 +33,18 @@ struct CgroupCpuLimit {
 // copy of /proc/self and the cgroup mounts).
 CgroupCpuLimit ReadCgroupCpuLimit(const std::string& root = "");
 
+// How many physical cores the processors `cpus` belong to, as
+// `sysfs_root`/sys/devices/system/cpu/cpuN/topology/thread_siblings_list groups them (a core
+// with simultaneous multithreading lists two or more); 0 when sysfs does not say.
+int CountCores(const std::vector<int>& cpus, const std::string& sysfs_root = "");
+
 // The default team size and the facts it came from.
 struct CpuThreadBudget {
   int affinity_cpus = 1;  // processors in the affinity mask
+  // Physical cores among them (0: unknown). Where it is smaller than affinity_cpus the default
+  // team runs a thread on each logical processor of a core; whether one thread per core is
+  // faster has not been measured (docs/cli.md, --threads).
+  int affinity_cores = 0;
   CgroupCpuLimit cgroup;  // the cgroup's limit (cpus 0: none)
   int threads = 1;        // min(affinity_cpus, cgroup.cpus rounded), at least 1
   // Why `threads`: "affinity" (the mask) or "cgroup_cpu_limit" (the cap).

@@ -48,6 +48,7 @@ std::unique_ptr<Backend> NewLoggedCpuBackend(int num_threads, bool batch_invaria
                            {"threads", int64_t{backend->num_threads()}},
                            {"threads_source", threads_source},
                            {"affinity_cpus", int64_t{budget.affinity_cpus}},
+                           {"affinity_cores", int64_t{budget.affinity_cores}},
                            {"cgroup_cpu_limit", budget.cgroup.cpus},
                            {"cgroup_cpu_limit_file", budget.cgroup.file},
                            {"l2_bytes", cpu.l2_bytes},

@@ -1,12 +1,20 @@
 // The CPU backend's default team size: the cgroup CPU limit read from copies of the files a
 // container, a Kubernetes pod and a cgroup v1 host show (engine_flags_test runs the same reading
-// against the running kernel's cgroups).
+// against the running kernel's cgroups), and the physical cores of the affinity mask, from a
+// copied sysfs tree and against lscpu.
 #include "kernels/cpu/cpu_threads.h"
 
+#include <sched.h>
+
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
 #include <string>
+#include <utility>
 
 #include "gtest/gtest.h"
 
@@ -105,6 +113,43 @@ TEST(CpuThreadBudgetTest, TheLimitCapsTheMaskRoundedToTheNearestThread) {
   EXPECT_EQ(loose.threads, 2);
   EXPECT_STREQ(loose.source, "affinity");
   EXPECT_EQ(BudgetCpuThreads(6, {}).threads, 6);
+}
+
+TEST(CountCoresTest, SiblingsOfOneCoreCountOnce) {
+  FakeRoot root;
+  for (const auto& [cpu, siblings] : std::map<int, std::string>{
+           {0, "0,4"}, {4, "0,4"}, {1, "1,5"}, {5, "1,5"}, {2, "2-3"}, {3, "2-3"}}) {
+    root.Write(
+        "/sys/devices/system/cpu/cpu" + std::to_string(cpu) + "/topology/thread_siblings_list",
+        siblings + "\n");
+  }
+  EXPECT_EQ(CountCores({0, 4, 1}, root.path()), 2);
+  EXPECT_EQ(CountCores({0, 1, 2, 3, 4, 5}, root.path()), 3);
+  EXPECT_EQ(CountCores({6}, root.path()), 0);  // sysfs does not say
+}
+
+// This host's cores as lscpu counts them (distinct core and socket ids of the processors this
+// process may run on), against the budget's reading of sysfs.
+TEST(CountCoresTest, AgreesWithLscpu) {
+  cpu_set_t mask;
+  ASSERT_EQ(sched_getaffinity(0, sizeof mask, &mask), 0);
+  FILE* out = popen("lscpu -p=CPU,CORE,SOCKET 2>/dev/null", "r");
+  ASSERT_NE(out, nullptr);
+  std::set<std::pair<std::string, std::string>> cores;
+  char line[256];
+  while (std::fgets(line, sizeof line, out) != nullptr) {
+    if (line[0] == '#') continue;
+    std::istringstream fields(line);
+    std::string cpu, core, socket;
+    std::getline(fields, cpu, ',');
+    std::getline(fields, core, ',');
+    std::getline(fields, socket);
+    if (CPU_ISSET(std::stoi(cpu), &mask)) cores.insert({core, socket});
+  }
+  if (pclose(out) != 0 || cores.empty()) GTEST_SKIP() << "no lscpu here";
+  const CpuThreadBudget budget = DetectCpuThreadBudget();
+  EXPECT_EQ(budget.affinity_cores, static_cast<int>(cores.size()));
+  EXPECT_EQ(budget.affinity_cpus, CPU_COUNT(&mask));
 }
 
 }  // namespace
