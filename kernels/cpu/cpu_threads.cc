@@ -153,9 +153,9 @@ CgroupCpuLimit ReadCgroupCpuLimit(const std::string& root) {
 
 CpuThreadBudget BudgetCpuThreads(int affinity_cpus, const CgroupCpuLimit& limit) {
   CpuThreadBudget b;
-  b.affinity_cpus = std::clamp(affinity_cpus, 1, CpuThreadPool::kMaxThreads);
+  b.affinity_cpus = std::max(affinity_cpus, 1);
   b.cgroup = limit;
-  b.threads = b.affinity_cpus;
+  b.threads = std::min(b.affinity_cpus, CpuThreadPool::kMaxThreads);
   if (limit.cpus > 0) {
     const int capped = std::max(1, static_cast<int>(std::floor(limit.cpus + 0.5)));
     if (capped < b.threads) {

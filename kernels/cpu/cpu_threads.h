@@ -46,7 +46,8 @@ struct CpuThreadBudget {
   // faster has not been measured (docs/cli.md, --threads).
   int affinity_cores = 0;
   CgroupCpuLimit cgroup;  // the cgroup's limit (cpus 0: none)
-  int threads = 1;        // min(affinity_cpus, cgroup.cpus rounded), at least 1
+  // min(affinity_cpus, cgroup.cpus rounded, CpuThreadPool::kMaxThreads), at least 1
+  int threads = 1;
   // Why `threads`: "affinity" (the mask) or "cgroup_cpu_limit" (the cap).
   const char* source = "affinity";
 };

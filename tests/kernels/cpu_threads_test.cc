@@ -17,6 +17,7 @@
 #include <utility>
 
 #include "gtest/gtest.h"
+#include "kernels/cpu/cpu_thread_pool.h"
 
 namespace mlaserve {
 namespace {
@@ -113,6 +114,9 @@ TEST(CpuThreadBudgetTest, TheLimitCapsTheMaskRoundedToTheNearestThread) {
   EXPECT_EQ(loose.threads, 2);
   EXPECT_STREQ(loose.source, "affinity");
   EXPECT_EQ(BudgetCpuThreads(6, {}).threads, 6);
+  const CpuThreadBudget wide = BudgetCpuThreads(384, {});
+  EXPECT_EQ(wide.threads, CpuThreadPool::kMaxThreads);
+  EXPECT_EQ(wide.affinity_cpus, 384);
 }
 
 TEST(CountCoresTest, SiblingsOfOneCoreCountOnce) {
