@@ -12,36 +12,13 @@
 #include <filesystem>
 #include <fstream>
 #include <set>
-#include <sstream>
 #include <string>
 #include <vector>
 
 #include "kernels/check.h"
+#include "kernels/cpu/cpu_threads.h"
 
 namespace mlaserve {
-namespace {
-
-// The processors of a sysfs list such as "0-3,8-11" (empty for an empty or malformed list).
-std::set<int> ParseCpuList(const std::string& list) {
-  std::set<int> cpus;
-  std::istringstream in(list);
-  for (std::string range; std::getline(in, range, ',');) {
-    char* end = nullptr;
-    const long first = std::strtol(range.c_str(), &end, 10);
-    if (end == range.c_str()) return {};
-    long last = first;
-    if (*end == '-') {
-      const char* second = end + 1;
-      last = std::strtol(second, &end, 10);
-      if (end == second) return {};
-    }
-    if ((*end != '\0' && *end != '\n') || first < 0 || last < first) return {};
-    for (long c = first; c <= last; ++c) cpus.insert(static_cast<int>(c));
-  }
-  return cpus;
-}
-
-}  // namespace
 
 std::vector<int> NumaNodesOf(const std::vector<int>& cpus, const std::string& sysfs_root) {
   namespace fs = std::filesystem;

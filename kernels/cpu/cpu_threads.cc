@@ -151,11 +151,17 @@ CgroupCpuLimit ReadCgroupCpuLimit(const std::string& root) {
   return limit;
 }
 
-CpuThreadBudget BudgetCpuThreads(int affinity_cpus, const CgroupCpuLimit& limit) {
+CpuThreadBudget BudgetCpuThreads(int affinity_cpus, const CgroupCpuLimit& limit,
+                                 int performance_cpus) {
   CpuThreadBudget b;
   b.affinity_cpus = std::max(affinity_cpus, 1);
+  b.performance_cpus = performance_cpus;
   b.cgroup = limit;
   b.threads = std::min(b.affinity_cpus, CpuThreadPool::kMaxThreads);
+  if (performance_cpus > 0 && performance_cpus < b.threads) {
+    b.threads = performance_cpus;
+    b.source = "performance_cores";
+  }
   if (limit.cpus > 0) {
     const int capped = std::max(1, static_cast<int>(std::floor(limit.cpus + 0.5)));
     if (capped < b.threads) {
@@ -164,6 +170,33 @@ CpuThreadBudget BudgetCpuThreads(int affinity_cpus, const CgroupCpuLimit& limit)
     }
   }
   return b;
+}
+
+std::set<int> ParseCpuList(const std::string& list) {
+  std::set<int> cpus;
+  std::istringstream in(list);
+  for (std::string range; std::getline(in, range, ',');) {
+    char* end = nullptr;
+    const long first = std::strtol(range.c_str(), &end, 10);
+    if (end == range.c_str()) return {};
+    long last = first;
+    if (*end == '-') {
+      const char* second = end + 1;
+      last = std::strtol(second, &end, 10);
+      if (end == second) return {};
+    }
+    if ((*end != '\0' && *end != '\n') || first < 0 || last < first) return {};
+    for (long c = first; c <= last; ++c) cpus.insert(static_cast<int>(c));
+  }
+  return cpus;
+}
+
+int CountPerformanceCpus(const std::vector<int>& cpus, const std::string& sysfs_root) {
+  std::string list;
+  if (!std::getline(std::ifstream(sysfs_root + "/sys/devices/cpu_core/cpus"), list)) return 0;
+  const std::set<int> performance = ParseCpuList(list);
+  return static_cast<int>(
+      std::count_if(cpus.begin(), cpus.end(), [&](int c) { return performance.count(c) > 0; }));
 }
 
 int CountCores(const std::vector<int>& cpus, const std::string& sysfs_root) {
@@ -186,8 +219,8 @@ CpuThreadBudget DetectCpuThreadBudget() {
       if (CPU_ISSET(c, &mask)) cpus.push_back(c);
     }
   }
-  CpuThreadBudget b =
-      BudgetCpuThreads(cpus.empty() ? 1 : static_cast<int>(cpus.size()), ReadCgroupCpuLimit());
+  CpuThreadBudget b = BudgetCpuThreads(cpus.empty() ? 1 : static_cast<int>(cpus.size()),
+                                       ReadCgroupCpuLimit(), CountPerformanceCpus(cpus));
   b.affinity_cores = CountCores(cpus);
   return b;
 }

@@ -49,6 +49,7 @@ std::unique_ptr<Backend> NewLoggedCpuBackend(int num_threads, bool batch_invaria
                            {"threads_source", threads_source},
                            {"affinity_cpus", int64_t{budget.affinity_cpus}},
                            {"affinity_cores", int64_t{budget.affinity_cores}},
+                           {"performance_cpus", int64_t{budget.performance_cpus}},
                            {"cgroup_cpu_limit", budget.cgroup.cpus},
                            {"cgroup_cpu_limit_file", budget.cgroup.file},
                            {"l2_bytes", cpu.l2_bytes},

@@ -1,7 +1,7 @@
 // The CPU backend's default team size: the cgroup CPU limit read from copies of the files a
 // container, a Kubernetes pod and a cgroup v1 host show (engine_flags_test runs the same reading
-// against the running kernel's cgroups), and the physical cores of the affinity mask, from a
-// copied sysfs tree and against lscpu.
+// against the running kernel's cgroups), the performance cores of a hybrid processor and the
+// physical cores of the affinity mask, from copied sysfs trees and against lscpu.
 #include "kernels/cpu/cpu_threads.h"
 
 #include <sched.h>
@@ -117,6 +117,30 @@ TEST(CpuThreadBudgetTest, TheLimitCapsTheMaskRoundedToTheNearestThread) {
   const CpuThreadBudget wide = BudgetCpuThreads(384, {});
   EXPECT_EQ(wide.threads, CpuThreadPool::kMaxThreads);
   EXPECT_EQ(wide.affinity_cpus, 384);
+}
+
+TEST(CpuThreadBudgetTest, HybridProcessorsRunOnTheirPerformanceCores) {
+  FakeRoot root;
+  root.Write("/sys/devices/cpu_core/cpus", "0-7\n");
+  root.Write("/sys/devices/cpu_atom/cpus", "8-15\n");
+  EXPECT_EQ(CountPerformanceCpus({0, 1, 8, 9, 10}, root.path()), 2);
+  EXPECT_EQ(CountPerformanceCpus({8, 9}, root.path()), 0);
+  FakeRoot uniform;  // not hybrid: no cpu_core PMU
+  EXPECT_EQ(CountPerformanceCpus({0, 1}, uniform.path()), 0);
+
+  const CpuThreadBudget hybrid = BudgetCpuThreads(16, {}, 8);
+  EXPECT_EQ(hybrid.threads, 8);
+  EXPECT_STREQ(hybrid.source, "performance_cores");
+  EXPECT_EQ(BudgetCpuThreads(16, {.cpus = 4.0}, 8).threads, 4);  // the limit still caps
+  EXPECT_STREQ(BudgetCpuThreads(8, {}, 8).source, "affinity");   // only performance cores
+  EXPECT_EQ(BudgetCpuThreads(4, {}, 0).threads, 4);              // only efficiency cores
+}
+
+TEST(ParseCpuListTest, RangesAndSingles) {
+  EXPECT_EQ(ParseCpuList("0-3,8,10-11\n"), (std::set<int>{0, 1, 2, 3, 8, 10, 11}));
+  EXPECT_EQ(ParseCpuList(""), (std::set<int>{}));
+  EXPECT_EQ(ParseCpuList("3-1"), (std::set<int>{}));
+  EXPECT_EQ(ParseCpuList("a"), (std::set<int>{}));
 }
 
 TEST(CountCoresTest, SiblingsOfOneCoreCountOnce) {
