@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <initializer_list>
 #include <map>
 #include <set>
 #include <sstream>
@@ -27,9 +28,11 @@ namespace fs = std::filesystem;
 // A scratch directory standing in for "/" (removed at the end of the test).
 class FakeRoot {
  public:
-  FakeRoot() {
+  // Holding `files`, each path (absolute, as on the running system) with its text.
+  explicit FakeRoot(std::initializer_list<std::pair<std::string, std::string>> files = {}) {
     std::string tmpl = (fs::temp_directory_path() / "cpu_threads_test.XXXXXX").string();
     dir_ = mkdtemp(tmpl.data());
+    for (const auto& [file, text] : files) Write(file, text);
   }
   ~FakeRoot() { fs::remove_all(dir_); }
   const std::string& path() const { return dir_; }
@@ -46,54 +49,57 @@ class FakeRoot {
 constexpr char kV2Mount[] = "30 23 0:26 / /sys/fs/cgroup rw,nosuid - cgroup2 cgroup2 rw\n";
 
 TEST(CgroupCpuLimitTest, PodLimitOnTheV2PathWinsOverLooserLevels) {
-  FakeRoot root;
-  root.Write("/proc/self/mountinfo",
-             "22 1 8:1 / / rw - ext4 /dev/sda1 rw\n" + std::string(kV2Mount));
-  root.Write("/proc/self/cgroup", "0::/kubepods.slice/pod7/ctr\n");
-  root.Write("/sys/fs/cgroup/kubepods.slice/cpu.max", "1600000 100000\n");
-  root.Write("/sys/fs/cgroup/kubepods.slice/pod7/cpu.max", "400000 100000\n");
-  root.Write("/sys/fs/cgroup/kubepods.slice/pod7/ctr/cpu.max", "max 100000\n");
+  const FakeRoot root({
+      {"/proc/self/mountinfo", "22 1 8:1 / / rw - ext4 /dev/sda1 rw\n" + std::string(kV2Mount)},
+      {"/proc/self/cgroup", "0::/kubepods.slice/pod7/ctr\n"},
+      {"/sys/fs/cgroup/kubepods.slice/cpu.max", "1600000 100000\n"},
+      {"/sys/fs/cgroup/kubepods.slice/pod7/cpu.max", "400000 100000\n"},
+      {"/sys/fs/cgroup/kubepods.slice/pod7/ctr/cpu.max", "max 100000\n"},
+  });
   const CgroupCpuLimit limit = ReadCgroupCpuLimit(root.path());
   EXPECT_DOUBLE_EQ(limit.cpus, 4.0);
   EXPECT_EQ(limit.file, root.path() + "/sys/fs/cgroup/kubepods.slice/pod7/cpu.max");
 }
 
 TEST(CgroupCpuLimitTest, NamespacedContainerReadsItsOwnRoot) {
-  FakeRoot root;
-  root.Write("/proc/self/mountinfo", kV2Mount);
-  root.Write("/proc/self/cgroup", "0::/\n");
-  root.Write("/sys/fs/cgroup/cpu.max", "150000 100000\n");
+  const FakeRoot root({
+      {"/proc/self/mountinfo", kV2Mount},
+      {"/proc/self/cgroup", "0::/\n"},
+      {"/sys/fs/cgroup/cpu.max", "150000 100000\n"},
+  });
   EXPECT_DOUBLE_EQ(ReadCgroupCpuLimit(root.path()).cpus, 1.5);
 }
 
 TEST(CgroupCpuLimitTest, V1CpuControllerUnderItsMountRoot) {
-  FakeRoot root;
   // A docker container without a cgroup namespace: the mount shows the container's cgroup, and
-  // /proc/self/cgroup names it by its full path. The mount point holds an escaped space.
-  root.Write("/proc/self/mountinfo",
-             "31 23 0:28 / /sys/fs/cgroup rw - tmpfs tmpfs rw\n"
-             "32 31 0:29 /docker/abc /sys/fs/cgroup/cpu\\040acct rw,relatime master:3 - cgroup "
-             "cgroup rw,cpu,cpuacct\n"
-             "33 31 0:30 /docker/abc /sys/fs/cgroup/memory rw - cgroup cgroup rw,memory\n");
-  root.Write("/proc/self/cgroup", "5:memory:/docker/abc\n4:cpu,cpuacct:/docker/abc\n0::/\n");
-  root.Write("/sys/fs/cgroup/cpu acct/cpu.cfs_quota_us", "250000\n");
-  root.Write("/sys/fs/cgroup/cpu acct/cpu.cfs_period_us", "100000\n");
-  // A memory file of the same name must not be mistaken for the cpu controller's.
-  root.Write("/sys/fs/cgroup/memory/cpu.cfs_quota_us", "100000\n");
-  root.Write("/sys/fs/cgroup/memory/cpu.cfs_period_us", "100000\n");
+  // /proc/self/cgroup names it by its full path. The mount point holds an escaped space; a
+  // memory controller's file of the same name must not be taken for the cpu controller's.
+  const FakeRoot root({
+      {"/proc/self/mountinfo",
+       "31 23 0:28 / /sys/fs/cgroup rw - tmpfs tmpfs rw\n"
+       "32 31 0:29 /docker/abc /sys/fs/cgroup/cpu\\040acct rw,relatime master:3 - cgroup "
+       "cgroup rw,cpu,cpuacct\n"
+       "33 31 0:30 /docker/abc /sys/fs/cgroup/memory rw - cgroup cgroup rw,memory\n"},
+      {"/proc/self/cgroup", "5:memory:/docker/abc\n4:cpu,cpuacct:/docker/abc\n0::/\n"},
+      {"/sys/fs/cgroup/cpu acct/cpu.cfs_quota_us", "250000\n"},
+      {"/sys/fs/cgroup/cpu acct/cpu.cfs_period_us", "100000\n"},
+      {"/sys/fs/cgroup/memory/cpu.cfs_quota_us", "100000\n"},
+      {"/sys/fs/cgroup/memory/cpu.cfs_period_us", "100000\n"},
+  });
   const CgroupCpuLimit limit = ReadCgroupCpuLimit(root.path());
   EXPECT_DOUBLE_EQ(limit.cpus, 2.5);
   EXPECT_EQ(limit.file, root.path() + "/sys/fs/cgroup/cpu acct/cpu.cfs_quota_us");
 }
 
 TEST(CgroupCpuLimitTest, NoLimitAnywhere) {
-  FakeRoot root;
-  root.Write("/proc/self/mountinfo",
-             std::string(kV2Mount) + "32 31 0:29 / /sys/fs/cgroup/cpu rw - cgroup cgroup rw,cpu\n");
-  root.Write("/proc/self/cgroup", "1:cpu:/a\n0::/a\n");
-  root.Write("/sys/fs/cgroup/a/cpu.max", "max 100000\n");
-  root.Write("/sys/fs/cgroup/cpu/a/cpu.cfs_quota_us", "-1\n");
-  root.Write("/sys/fs/cgroup/cpu/a/cpu.cfs_period_us", "100000\n");
+  const FakeRoot root({
+      {"/proc/self/mountinfo",
+       std::string(kV2Mount) + "32 31 0:29 / /sys/fs/cgroup/cpu rw - cgroup cgroup rw,cpu\n"},
+      {"/proc/self/cgroup", "1:cpu:/a\n0::/a\n"},
+      {"/sys/fs/cgroup/a/cpu.max", "max 100000\n"},
+      {"/sys/fs/cgroup/cpu/a/cpu.cfs_quota_us", "-1\n"},
+      {"/sys/fs/cgroup/cpu/a/cpu.cfs_period_us", "100000\n"},
+  });
   const CgroupCpuLimit limit = ReadCgroupCpuLimit(root.path());
   EXPECT_EQ(limit.cpus, 0);
   EXPECT_EQ(limit.file, "");
@@ -120,9 +126,10 @@ TEST(CpuThreadBudgetTest, TheLimitCapsTheMaskRoundedToTheNearestThread) {
 }
 
 TEST(CpuThreadBudgetTest, HybridProcessorsRunOnTheirPerformanceCores) {
-  FakeRoot root;
-  root.Write("/sys/devices/cpu_core/cpus", "0-7\n");
-  root.Write("/sys/devices/cpu_atom/cpus", "8-15\n");
+  const FakeRoot root({
+      {"/sys/devices/cpu_core/cpus", "0-7\n"},
+      {"/sys/devices/cpu_atom/cpus", "8-15\n"},
+  });
   EXPECT_EQ(CountPerformanceCpus({0, 1, 8, 9, 10}, root.path()), 2);
   EXPECT_EQ(CountPerformanceCpus({8, 9}, root.path()), 0);
   FakeRoot uniform;  // not hybrid: no cpu_core PMU
