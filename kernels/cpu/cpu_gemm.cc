@@ -1,9 +1,11 @@
 // Gemm: out[b] = a[b] · b[b]ᵀ. The (batch, column panel) pairs are split statically over the
 // team, so each thread streams a contiguous slice of weight rows; when there are fewer pairs
 // than threads, the rows of a are split as well.
+#include <chrono>
 #include <cstdint>
 
 #include "kernels/cpu/cpu_context.h"
+#include "kernels/cpu/cpu_stream_tuning.h"
 #include "kernels/shape_check.h"
 
 namespace mlaserve {
@@ -75,12 +77,8 @@ void RunRows(const CpuContext& ctx, const GemmParams& p, const TensorView& a_vie
   });
 }
 
-}  // namespace
-
-void CpuGemm(const CpuContext& ctx, const GemmParams& p) {
-  const GemmShape s = CheckGemm(p);
+void RunGemm(const CpuContext& ctx, const GemmParams& p, const GemmShape& s) {
   const int64_t m = s.m;
-  if (s.batch == 0 || m == 0 || s.n == 0) return;
   if (!ctx.batch_invariant()) {
     RunRows(ctx, p, p.a, p.out, GemmPath::kBySize);
     return;
@@ -92,6 +90,25 @@ void CpuGemm(const CpuContext& ctx, const GemmParams& p) {
   RunRows(ctx, p, p.a.Slice(row_dim, 0, d), p.out.Slice(row_dim, 0, d), GemmPath::kFixedDot);
   RunRows(ctx, p, p.a.Slice(row_dim, d, m - d), p.out.Slice(row_dim, d, m - d),
           GemmPath::kPacked);
+}
+
+}  // namespace
+
+void CpuGemm(const CpuContext& ctx, const GemmParams& p) {
+  const GemmShape s = CheckGemm(p);
+  if (s.batch == 0 || s.m == 0 || s.n == 0) return;
+  // One row streaming the weights (a decode): the online prefetch tuner may time it.
+  const OnlineStreamCall call = s.batch == 1 && s.m == 1
+                                    ? BeginOnlineStreamCall(p.b.data(), p.b.nbytes())
+                                    : OnlineStreamCall{};
+  if (call.candidate < 0) {
+    RunGemm(ctx, p, s);
+    return;
+  }
+  const auto start = std::chrono::steady_clock::now();
+  RunGemm(ctx, p, s);
+  EndOnlineStreamCall(
+      call, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
 }
 
 }  // namespace mlaserve

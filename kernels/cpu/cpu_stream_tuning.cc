@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -20,6 +21,56 @@ namespace {
 
 // ahead_tiles in the low byte, non_temporal in bit 8.
 std::atomic<uint32_t> g_tuning{1u | (1u << 8)};
+
+constexpr StreamTuning kCandidates[] = {{0, false}, {1, true},  {4, true},
+                                        {1, false}, {2, false}, {4, false}};
+constexpr int kCount = sizeof(kCandidates) / sizeof(kCandidates[0]);
+
+int CandidateIndex(const StreamTuning& t) {
+  for (int i = 0; i < kCount; ++i) {
+    if (kCandidates[i].ahead_tiles == t.ahead_tiles &&
+        kCandidates[i].non_temporal == t.non_temporal) {
+      return i;
+    }
+  }
+  return -1;
+}
+
+// The online tuner's state (cpu_stream_tuning.h).
+struct Online {
+  std::mutex mu;
+  bool on = false;
+  int choice = 1;
+  int64_t calls = 0;
+  int64_t calls_at_change = 0;  // `calls` at the start or the latest change of choice
+  int next = 0;                 // the candidate the next exploring call tries (not the choice)
+  int64_t switches = 0;
+  // The rate of the latest call with the current choice, per weights (a few matrices qualify).
+  struct Last {
+    const void* weights = nullptr;
+    double gbps = 0;
+    int64_t call = 0;
+  };
+  Last last[8];
+  double ratios[kCount][kOnlineWindow] = {};
+  int filled[kCount] = {};
+  int pos[kCount] = {};
+
+  Last* Find(const void* w) {
+    for (Last& l : last) {
+      if (l.weights == w) return &l;
+    }
+    return nullptr;
+  }
+  void ClearRatios() {
+    for (int i = 0; i < kCount; ++i) filled[i] = pos[i] = 0;
+  }
+};
+
+Online& GetOnline() {
+  static Online* const online = new Online;
+  return *online;
+}
 
 uint32_t Encode(const StreamTuning& t) {
   return static_cast<uint32_t>(t.ahead_tiles) | (t.non_temporal ? 1u << 8 : 0u);
@@ -88,9 +139,6 @@ StreamTuningChoice ProbeStreamTuning(const CpuContext& ctx) {
   std::fill(b, b + bytes / sizeof(uint16_t), uint16_t{0x3c00});  // bf16 0.0078125
   std::vector<float> a(kK, 1.0f), c(rows);
 
-  constexpr StreamTuning kCandidates[] = {{0, false}, {1, true},  {4, true},
-                                          {1, false}, {2, false}, {4, false}};
-  constexpr int kCount = sizeof(kCandidates) / sizeof(kCandidates[0]);
   SetStreamTuning(kCandidates[1]);
   TimePass(ctx, b, rows, kK, a.data(), c.data());  // warm the pages and TLB
   // Rounds interleave the candidates, each round in a rotated order, so a slow spell of the
@@ -145,11 +193,88 @@ const StreamTuningChoice& TuneStreaming(const CpuContext& ctx) {
       c->source = "MLASERVE_CPU_PREFETCH";
     } else {
       *c = ProbeStreamTuning(ctx);
+      const bool online = env == nullptr || std::strcmp(env, "probe") != 0;
+      if (online) c->source = "probe+online";
+      SetOnlineStreamTuning(online, c->tuning);
     }
     SetStreamTuning(c->tuning);
     return c;
   }();
   return *choice;
+}
+
+void SetOnlineStreamTuning(bool on, const StreamTuning& choice) {
+  Online& o = GetOnline();
+  std::lock_guard<std::mutex> lock(o.mu);
+  const int index = CandidateIndex(choice);
+  o.on = on && index >= 0;
+  if (index >= 0) o.choice = index;
+  o.calls = 0;
+  o.calls_at_change = 0;
+  o.next = 0;
+  for (Online::Last& l : o.last) l = {};
+  o.ClearRatios();
+}
+
+OnlineStreamCall BeginOnlineStreamCall(const void* weights, int64_t bytes) {
+  Online& o = GetOnline();
+  if (bytes < kOnlineMinBytes) return {};
+  std::lock_guard<std::mutex> lock(o.mu);
+  if (!o.on) return {};
+  OnlineStreamCall call{o.choice, weights, bytes};
+  const Online::Last* last = o.Find(weights);
+  const bool warm = ++o.calls - o.calls_at_change <= kOnlineWarmCalls;
+  const int every = warm ? kOnlineWarmExploreEvery : kOnlineExploreEvery;
+  if (o.calls % every == 0 && last != nullptr && o.calls - last->call < 64) {
+    if (o.next == o.choice) o.next = (o.next + 1) % kCount;
+    call.candidate = o.next;
+    o.next = (o.next + 1) % kCount;
+  }
+  SetStreamTuning(kCandidates[call.candidate]);
+  return call;
+}
+
+void EndOnlineStreamCall(const OnlineStreamCall& call, double seconds) {
+  if (call.candidate < 0 || seconds <= 0) return;
+  Online& o = GetOnline();
+  std::lock_guard<std::mutex> lock(o.mu);
+  const double gbps = static_cast<double>(call.bytes) / seconds / 1e9;
+  Online::Last* last = o.Find(call.weights);
+  if (call.candidate == o.choice) {
+    if (last == nullptr) {  // replace the entry seen longest ago
+      last = &o.last[0];
+      for (Online::Last& l : o.last) {
+        if (l.call < last->call) last = &l;
+      }
+      last->weights = call.weights;
+    }
+    last->gbps = gbps;
+    last->call = o.calls;
+  } else if (last != nullptr && last->gbps > 0) {
+    const int c = call.candidate;
+    o.ratios[c][o.pos[c]] = gbps / last->gbps;
+    o.pos[c] = (o.pos[c] + 1) % kOnlineWindow;
+    if (o.filled[c] < kOnlineWindow) ++o.filled[c];
+    if (o.filled[c] == kOnlineWindow) {
+      double sorted[kOnlineWindow];
+      std::copy(o.ratios[c], o.ratios[c] + kOnlineWindow, sorted);
+      std::sort(sorted, sorted + kOnlineWindow);
+      if (sorted[kOnlineWindow / 2] > 1 + kOnlineMargin) {
+        o.choice = c;
+        o.calls_at_change = o.calls;
+        ++o.switches;
+        o.ClearRatios();  // they were rates over the previous choice's
+        for (Online::Last& l : o.last) l = {};
+      }
+    }
+  }
+  SetStreamTuning(kCandidates[o.choice]);
+}
+
+int64_t OnlineStreamTuningSwitches() {
+  Online& o = GetOnline();
+  std::lock_guard<std::mutex> lock(o.mu);
+  return o.switches;
 }
 
 }  // namespace mlaserve

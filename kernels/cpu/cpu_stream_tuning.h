@@ -50,6 +50,39 @@ const StreamTuningChoice& TuneStreaming(const CpuContext& ctx);
 // The probe alone (it leaves the current tuning at its choice).
 StreamTuningChoice ProbeStreamTuning(const CpuContext& ctx);
 
+// Online: a probe's choice is kept under test on the real decode steps, because a shared host's
+// bandwidth can change state for minutes at a time, and a 200 ms probe taken in a slow spell finds
+// every candidate alike and picks one at random (docs/performance.md). Once TuneStreaming has
+// probed (MLASERVE_CPU_PREFETCH unset), single-row GEMM calls over at least kOnlineMinBytes of
+// weights go through Begin/EndOnlineStreamCall: every kOnlineExploreEvery-th of them (every
+// kOnlineWarmExploreEvery-th in the first kOnlineWarmCalls after the start or a change) runs with
+// the next other candidate in turn, on weights whose last call ran with the current choice, and
+// its rate over that call's is kept (the last kOnlineWindow ratios per candidate: the two calls
+// are a step apart, so the host's state cancels). A candidate whose median ratio exceeds
+// 1 + kOnlineMargin becomes the choice. MLASERVE_CPU_PREFETCH=probe keeps the probe's choice
+// fixed; any other value pins the tuning, as before. The prefetch changes no arithmetic.
+inline constexpr int64_t kOnlineMinBytes = int64_t{64} << 20;
+inline constexpr int kOnlineExploreEvery = 32;
+inline constexpr int kOnlineWarmExploreEvery = 8;
+inline constexpr int64_t kOnlineWarmCalls = 400;
+inline constexpr int kOnlineWindow = 5;
+inline constexpr double kOnlineMargin = 0.10;
+
+struct OnlineStreamCall {
+  int candidate = -1;  // -1: not an online call (the tuner is off, or the call is too small)
+  const void* weights = nullptr;
+  int64_t bytes = 0;
+};
+// Installs the tuning a call over `bytes` of `weights` runs with and returns what
+// EndOnlineStreamCall needs with its wall time.
+OnlineStreamCall BeginOnlineStreamCall(const void* weights, int64_t bytes);
+void EndOnlineStreamCall(const OnlineStreamCall& call, double seconds);
+// How many times the online tuner has changed the choice in this process.
+int64_t OnlineStreamTuningSwitches();
+// Turns the online tuner on with `choice` as its current choice (TuneStreaming does after a
+// probe), or off. For tests.
+void SetOnlineStreamTuning(bool on, const StreamTuning& choice);
+
 }  // namespace mlaserve
 
 #endif  // MLASERVE_KERNELS_CPU_CPU_STREAM_TUNING_H_

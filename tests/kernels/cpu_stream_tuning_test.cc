@@ -1,11 +1,14 @@
 // The decode prefetch tuning: the environment's choice wins over the probe, every tuning gives
-// the oracle's decode GEMM result (a prefetch must never change a value), and names round-trip.
+// the oracle's decode GEMM result (a prefetch must never change a value), names round-trip, and
+// the online tuner follows the rates it is given (synthetic call times) and changes no value of a
+// decode row it times.
 #include "kernels/cpu/cpu_stream_tuning.h"
 
 #include <cstdio>
 #include <cstdlib>
 #include <random>
 #include <string>
+#include <vector>
 
 #include "gtest/gtest.h"
 #include "kernels/cpu/cpu_backend.h"
@@ -63,6 +66,78 @@ TEST(CpuStreamTuningTest, EveryTuningGivesTheOraclesDecodeGemm) {
     cpu.Gemm({.a = a_cpu.view(), .b = b_cpu.view(), .out = out.view()});
     ExpectClose(out.Read(), out_ref.Read(), 1e-5, 1e-5, StreamTuningName(t), out_ref.shape());
   }
+}
+
+// Feeds the online tuner `calls` calls over one matrix, each timed as if it read at
+// rate(tuning name) GB/s; stops at the first switch when `until_switch`.
+void FeedOnline(int calls, double (*rate)(const std::string&), bool until_switch) {
+  static int weights;
+  const int64_t before = OnlineStreamTuningSwitches();
+  for (int i = 0; i < calls; ++i) {
+    const OnlineStreamCall call = BeginOnlineStreamCall(&weights, kOnlineMinBytes);
+    ASSERT_GE(call.candidate, 0);
+    const double gbps = rate(StreamTuningName(CurrentStreamTuning()));
+    EndOnlineStreamCall(call, static_cast<double>(kOnlineMinBytes) / (gbps * 1e9));
+    if (until_switch && OnlineStreamTuningSwitches() > before) return;
+  }
+}
+
+TEST(OnlineStreamTuningTest, MovesToACandidateThatClearlyBeatsTheChoice) {
+  SetOnlineStreamTuning(true, {4, true});  // nta:4
+  const int64_t before = OnlineStreamTuningSwitches();
+  // t1:1 reads twice as fast; everything else a little slower than the choice.
+  auto rates = [](const std::string& t) { return t == "t1:1" ? 20.0 : t == "nta:4" ? 10.0 : 9.0; };
+  // Each other candidate is tried every kOnlineExploreEvery calls in turn; t1:1 needs a full
+  // window of ratios.
+  FeedOnline(2 * kOnlineExploreEvery * 5 * kOnlineWindow, rates, /*until_switch=*/true);
+  EXPECT_EQ(OnlineStreamTuningSwitches(), before + 1);
+  EXPECT_EQ(StreamTuningName(CurrentStreamTuning()), "t1:1");
+  // From there nothing beats it.
+  FeedOnline(4 * kOnlineExploreEvery * 5 * kOnlineWindow, rates, /*until_switch=*/false);
+  EXPECT_EQ(OnlineStreamTuningSwitches(), before + 1);
+  EXPECT_EQ(StreamTuningName(CurrentStreamTuning()), "t1:1");
+  SetOnlineStreamTuning(false, {1, true});
+}
+
+TEST(OnlineStreamTuningTest, KeepsTheChoiceWithinTheMargin) {
+  SetOnlineStreamTuning(true, {0, false});  // none
+  const int64_t before = OnlineStreamTuningSwitches();
+  auto rates = [](const std::string& t) { return t == "none" ? 10.0 : 10.4; };  // +4 %
+  FeedOnline(4 * kOnlineExploreEvery * 5 * kOnlineWindow, rates, /*until_switch=*/false);
+  EXPECT_EQ(OnlineStreamTuningSwitches(), before);
+  EXPECT_EQ(StreamTuningName(CurrentStreamTuning()), "none");
+  SetOnlineStreamTuning(false, {1, true});
+}
+
+TEST(OnlineStreamTuningTest, OnlyLargeCallsWhileOn) {
+  int weights;
+  SetOnlineStreamTuning(true, {1, false});
+  EXPECT_EQ(BeginOnlineStreamCall(&weights, kOnlineMinBytes - 1).candidate, -1);
+  EXPECT_GE(BeginOnlineStreamCall(&weights, kOnlineMinBytes).candidate, 0);
+  SetOnlineStreamTuning(false, {1, false});
+  EXPECT_EQ(BeginOnlineStreamCall(&weights, kOnlineMinBytes).candidate, -1);
+}
+
+// Decode rows the tuner times, exploring calls among them, give the same values every time.
+TEST(OnlineStreamTuningTest, TimedDecodeRowsKeepTheirValues) {
+  CpuBackend cpu(2);
+  std::mt19937 rng(7);
+  const int64_t k = 2048, n = kOnlineMinBytes / (k * 2);  // bf16 weights of exactly the minimum
+  auto ref = MakeRefBackend(DType::kF32);
+  TestTensor a = RandomTensor(*ref, rng, DType::kF32, {1, k}).CloneTo(cpu);
+  TestTensor b = RandomTensor(*ref, rng, DType::kBF16, {n, k}).CloneTo(cpu);
+  SetOnlineStreamTuning(true, {1, true});
+  std::vector<float> first;
+  for (int i = 0; i < 2 * kOnlineExploreEvery; ++i) {
+    TestTensor out(cpu, DType::kF32, {1, n});
+    cpu.Gemm({.a = a.view(), .b = b.view(), .out = out.view(), .decode_rows = 1});
+    if (i == 0) {
+      first = out.Read();
+    } else {
+      ASSERT_EQ(out.Read(), first) << "call " << i;
+    }
+  }
+  SetOnlineStreamTuning(false, {1, true});
 }
 
 }  // namespace

@@ -6,7 +6,9 @@
 //
 //   mlaserve-kernel-bench [--benchmark_filter=...] [--benchmark_repetitions=N]
 // Environment: MLASERVE_BENCH_THREADS (default 0 = all cores), MLASERVE_CPU_ISA,
-// MLASERVE_BENCH_DTYPE (activation dtype, as --dtype: float32 by default, or bfloat16).
+// MLASERVE_BENCH_DTYPE (activation dtype, as --dtype: float32 by default, or bfloat16),
+// MLASERVE_CPU_PREFETCH (unset: the start-up probe's choice, held fixed for the whole run; the
+// online tuner would otherwise try other candidates on the decode rows being timed).
 #include <algorithm>
 #include <cstdint>
 #include <cstdlib>
@@ -254,6 +256,7 @@ BENCHMARK(BM_MlaDecode)
 int main(int argc, char** argv) {
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  setenv("MLASERVE_CPU_PREFETCH", "probe", /*overwrite=*/0);
   const auto& cpu = dynamic_cast<const mlaserve::CpuBackend&>(mlaserve::Cpu());
   const mlaserve::CpuInfo& info = mlaserve::GetCpuInfo();
   benchmark::AddCustomContext("cpu_model", info.model);
