@@ -1,7 +1,6 @@
 #include "kernels/cpu/cpu_numa.h"
 
 #include <linux/mempolicy.h>
-#include <sched.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -43,16 +42,7 @@ std::vector<int> NumaNodesOf(const std::vector<int>& cpus, const std::string& sy
 }
 
 const std::vector<int>& AffinityNumaNodes() {
-  static const std::vector<int> nodes = [] {
-    std::vector<int> cpus;
-    cpu_set_t mask;
-    if (sched_getaffinity(0, sizeof mask, &mask) == 0) {
-      for (int c = 0; c < CPU_SETSIZE; ++c) {
-        if (CPU_ISSET(c, &mask)) cpus.push_back(c);
-      }
-    }
-    return NumaNodesOf(cpus);
-  }();
+  static const std::vector<int> nodes = NumaNodesOf(AffinityCpus());
   return nodes;
 }
 

@@ -225,7 +225,7 @@ OnlineStreamCall BeginOnlineStreamCall(const void* weights, int64_t bytes) {
   const Online::Last* last = o.Find(weights);
   const bool warm = ++o.calls - o.calls_at_change <= kOnlineWarmCalls;
   const int every = warm ? kOnlineWarmExploreEvery : kOnlineExploreEvery;
-  if (o.calls % every == 0 && last != nullptr && o.calls - last->call < 64) {
+  if (o.calls % every == 0 && last != nullptr && o.calls - last->call < kOnlineBaselineCalls) {
     if (o.next == o.choice) o.next = (o.next + 1) % kCount;
     call.candidate = o.next;
     o.next = (o.next + 1) % kCount;

@@ -67,6 +67,9 @@ inline constexpr int kOnlineWarmExploreEvery = 8;
 inline constexpr int64_t kOnlineWarmCalls = 400;
 inline constexpr int kOnlineWindow = 5;
 inline constexpr double kOnlineMargin = 0.10;
+// An exploring call needs the choice's call on the same weights within this many online calls
+// (a step or two earlier), or the two rates could be from different states of the host.
+inline constexpr int64_t kOnlineBaselineCalls = 64;
 
 struct OnlineStreamCall {
   int candidate = -1;  // -1: not an online call (the tuner is off, or the call is too small)

@@ -11,6 +11,8 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_split.h"
+#include "absl/strings/string_view.h"
 #include "kernels/cpu/cpu_thread_pool.h"
 
 namespace mlaserve {
@@ -22,17 +24,11 @@ struct CgroupMount {
   std::string mount_point;  // where it is mounted
 };
 
-std::vector<std::string> Split(const std::string& s, char sep) {
-  std::vector<std::string> parts;
-  std::string part;
-  std::istringstream in(s);
-  while (std::getline(in, part, sep)) parts.push_back(part);
-  return parts;
-}
-
-bool HasItem(const std::string& comma_list, const std::string& item) {
-  const std::vector<std::string> items = Split(comma_list, ',');
-  return std::find(items.begin(), items.end(), item) != items.end();
+bool HasItem(const std::string& comma_list, absl::string_view item) {
+  for (absl::string_view part : absl::StrSplit(comma_list, ',')) {
+    if (part == item) return true;
+  }
+  return false;
 }
 
 // mountinfo writes a space, tab, newline or backslash in a path as \ooo (octal).
@@ -211,14 +207,19 @@ int CountCores(const std::vector<int>& cpus, const std::string& sysfs_root) {
   return static_cast<int>(cores.size());
 }
 
-CpuThreadBudget DetectCpuThreadBudget() {
-  cpu_set_t mask;
+std::vector<int> AffinityCpus() {
   std::vector<int> cpus;
+  cpu_set_t mask;
   if (sched_getaffinity(0, sizeof mask, &mask) == 0) {
     for (int c = 0; c < CPU_SETSIZE; ++c) {
       if (CPU_ISSET(c, &mask)) cpus.push_back(c);
     }
   }
+  return cpus;
+}
+
+CpuThreadBudget DetectCpuThreadBudget() {
+  const std::vector<int> cpus = AffinityCpus();
   CpuThreadBudget b = BudgetCpuThreads(cpus.empty() ? 1 : static_cast<int>(cpus.size()),
                                        ReadCgroupCpuLimit(), CountPerformanceCpus(cpus));
   b.affinity_cores = CountCores(cpus);

@@ -35,6 +35,9 @@ struct CgroupCpuLimit {
 // copy of /proc/self and the cgroup mounts).
 CgroupCpuLimit ReadCgroupCpuLimit(const std::string& root = "");
 
+// The processors of this process's affinity mask, ascending (empty if it cannot be read).
+std::vector<int> AffinityCpus();
+
 // The processors of a sysfs list such as "0-3,8-11" (empty for an empty or malformed list).
 std::set<int> ParseCpuList(const std::string& list);
 

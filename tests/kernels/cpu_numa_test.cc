@@ -12,8 +12,6 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
-#include <filesystem>
-#include <fstream>
 #include <map>
 #include <set>
 #include <string>
@@ -21,30 +19,25 @@
 
 #include "gtest/gtest.h"
 #include "kernels/cpu/cpu_backend.h"
+#include "tests/kernels/fake_root.h"
 
 namespace mlaserve {
 namespace {
 
-namespace fs = std::filesystem;
-
 TEST(NumaNodesOfTest, NodesWhoseProcessorsMeetTheMask) {
-  std::string tmpl = (fs::temp_directory_path() / "cpu_numa_test.XXXXXX").string();
-  const std::string root = mkdtemp(tmpl.data());
-  const auto node = [&](const std::string& name, const std::string& cpulist) {
-    fs::create_directories(root + "/sys/devices/system/node/" + name);
-    std::ofstream(root + "/sys/devices/system/node/" + name + "/cpulist") << cpulist << "\n";
-  };
-  node("node0", "0-3,8-11");
-  node("node1", "4-7,12-15");
-  node("node2", "");  // memory only (CXL, HBM)
-  node("node10", "16");
-  fs::create_directories(root + "/sys/devices/system/node/power");  // not a node
+  const test::FakeRoot tree({
+      {"/sys/devices/system/node/node0/cpulist", "0-3,8-11\n"},
+      {"/sys/devices/system/node/node1/cpulist", "4-7,12-15\n"},
+      {"/sys/devices/system/node/node2/cpulist", "\n"},  // memory only (CXL, HBM)
+      {"/sys/devices/system/node/node10/cpulist", "16\n"},
+      {"/sys/devices/system/node/power/uevent", ""},  // not a node
+  });
+  const std::string& root = tree.path();
   EXPECT_EQ(NumaNodesOf({0, 1}, root), (std::vector<int>{0}));
   EXPECT_EQ(NumaNodesOf({2, 13}, root), (std::vector<int>{0, 1}));
   EXPECT_EQ(NumaNodesOf({9, 16}, root), (std::vector<int>{0, 10}));
   EXPECT_EQ(NumaNodesOf({17}, root), (std::vector<int>{}));
   EXPECT_EQ(NumaNodesOf({0}, root + "/absent"), (std::vector<int>{}));
-  fs::remove_all(root);
 }
 
 TEST(NumaPlacementTest, InterleavesOverSeveralNodesUnlessTold) {

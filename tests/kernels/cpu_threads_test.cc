@@ -7,10 +7,6 @@
 #include <sched.h>
 
 #include <cstdio>
-#include <cstdlib>
-#include <filesystem>
-#include <fstream>
-#include <initializer_list>
 #include <map>
 #include <set>
 #include <sstream>
@@ -19,32 +15,12 @@
 
 #include "gtest/gtest.h"
 #include "kernels/cpu/cpu_thread_pool.h"
+#include "tests/kernels/fake_root.h"
 
 namespace mlaserve {
 namespace {
 
-namespace fs = std::filesystem;
-
-// A scratch directory standing in for "/" (removed at the end of the test).
-class FakeRoot {
- public:
-  // Holding `files`, each path (absolute, as on the running system) with its text.
-  explicit FakeRoot(std::initializer_list<std::pair<std::string, std::string>> files = {}) {
-    std::string tmpl = (fs::temp_directory_path() / "cpu_threads_test.XXXXXX").string();
-    dir_ = mkdtemp(tmpl.data());
-    for (const auto& [file, text] : files) Write(file, text);
-  }
-  ~FakeRoot() { fs::remove_all(dir_); }
-  const std::string& path() const { return dir_; }
-  void Write(const std::string& file, const std::string& text) const {
-    const fs::path p = fs::path(dir_) / file.substr(1);
-    fs::create_directories(p.parent_path());
-    std::ofstream(p) << text;
-  }
-
- private:
-  std::string dir_;
-};
+using test::FakeRoot;
 
 constexpr char kV2Mount[] = "30 23 0:26 / /sys/fs/cgroup rw,nosuid - cgroup2 cgroup2 rw\n";
 
