@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <fstream>
+#include <iterator>
 #include <set>
 #include <sstream>
 #include <string>
@@ -147,16 +148,21 @@ CgroupCpuLimit ReadCgroupCpuLimit(const std::string& root) {
   return limit;
 }
 
-CpuThreadBudget BudgetCpuThreads(int affinity_cpus, const CgroupCpuLimit& limit,
-                                 int performance_cpus) {
+CpuThreadBudget BudgetCpuThreads(const CpuTopology& topology, const CgroupCpuLimit& limit) {
   CpuThreadBudget b;
-  b.affinity_cpus = std::max(affinity_cpus, 1);
-  b.performance_cpus = performance_cpus;
+  b.affinity_cpus = std::max(topology.affinity_cpus, 1);
+  b.affinity_cores = topology.affinity_cores;
+  b.performance_cpus = topology.performance_cpus;
+  b.performance_cores = topology.performance_cores;
   b.cgroup = limit;
   b.threads = std::min(b.affinity_cpus, CpuThreadPool::kMaxThreads);
-  if (performance_cpus > 0 && performance_cpus < b.threads) {
-    b.threads = performance_cpus;
+  if (b.performance_cpus > 0 && b.performance_cpus < b.affinity_cpus) {
+    b.threads = std::min(b.threads, b.performance_cores > 0 ? b.performance_cores
+                                                            : b.performance_cpus);
     b.source = "performance_cores";
+  } else if (b.affinity_cores > 0 && b.affinity_cores < b.threads) {
+    b.threads = b.affinity_cores;
+    b.source = "physical_cores";
   }
   if (limit.cpus > 0) {
     const int capped = std::max(1, static_cast<int>(std::floor(limit.cpus + 0.5)));
@@ -187,12 +193,14 @@ std::set<int> ParseCpuList(const std::string& list) {
   return cpus;
 }
 
-int CountPerformanceCpus(const std::vector<int>& cpus, const std::string& sysfs_root) {
+std::vector<int> PerformanceCpus(const std::vector<int>& cpus, const std::string& sysfs_root) {
   std::string list;
-  if (!std::getline(std::ifstream(sysfs_root + "/sys/devices/cpu_core/cpus"), list)) return 0;
+  if (!std::getline(std::ifstream(sysfs_root + "/sys/devices/cpu_core/cpus"), list)) return {};
   const std::set<int> performance = ParseCpuList(list);
-  return static_cast<int>(
-      std::count_if(cpus.begin(), cpus.end(), [&](int c) { return performance.count(c) > 0; }));
+  std::vector<int> out;
+  std::copy_if(cpus.begin(), cpus.end(), std::back_inserter(out),
+               [&](int c) { return performance.count(c) > 0; });
+  return out;
 }
 
 int CountCores(const std::vector<int>& cpus, const std::string& sysfs_root) {
@@ -220,10 +228,12 @@ std::vector<int> AffinityCpus() {
 
 CpuThreadBudget DetectCpuThreadBudget() {
   const std::vector<int> cpus = AffinityCpus();
-  CpuThreadBudget b = BudgetCpuThreads(cpus.empty() ? 1 : static_cast<int>(cpus.size()),
-                                       ReadCgroupCpuLimit(), CountPerformanceCpus(cpus));
-  b.affinity_cores = CountCores(cpus);
-  return b;
+  const std::vector<int> performance = PerformanceCpus(cpus);
+  return BudgetCpuThreads({.affinity_cpus = cpus.empty() ? 1 : static_cast<int>(cpus.size()),
+                           .affinity_cores = CountCores(cpus),
+                           .performance_cpus = static_cast<int>(performance.size()),
+                           .performance_cores = CountCores(performance)},
+                          ReadCgroupCpuLimit());
 }
 
 }  // namespace mlaserve

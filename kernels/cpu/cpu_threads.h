@@ -1,10 +1,18 @@
-// How many threads the CPU backend starts when none is asked for (--threads=0): the processors
-// the process may run on (its affinity mask: taskset, a cpuset, Kubernetes' static CPU manager),
-// only their performance cores on a hybrid processor, capped by the CPU bandwidth limit of its
-// cgroup (a Kubernetes CPU limit, `docker --cpus`), which leaves the mask at every processor of
-// the node. Without the cap a pod limited to four CPUs on a 64-core node would start 64
-// threads, and the kernel would stall all of them for most of every scheduling period once they
-// had spent the quota. (The hybrid rule is not measured: no hybrid host has been at hand.)
+// How many threads the CPU backend starts when none is asked for (--threads=0): one per physical
+// core the process may run on (its affinity mask: taskset, a cpuset, Kubernetes' static CPU
+// manager), only the performance cores on a hybrid processor, capped by the CPU bandwidth limit
+// of its cgroup (a Kubernetes CPU limit, `docker --cpus`), which leaves the mask at every
+// processor of the node. Without the cap a pod limited to four CPUs on a 64-core node would start
+// 64 threads, and the kernel would stall all of them for most of every scheduling period once
+// they had spent the quota.
+//
+// One thread per core, not per logical processor: the second hardware thread of a core shares
+// its vector units (the prompt GEMMs are bound by them) and its outstanding memory requests (the
+// decode GEMVs are bound by those), so it adds no throughput to either, while every op splits its
+// work evenly over the team and waits for its slowest member, and each extra member adds to every
+// op's hand-off. llama.cpp, the reference CPU engine, defaults to the same count. (Neither this
+// rule nor the hybrid one is measured here: no host with simultaneous multithreading or a hybrid
+// processor has been at hand; docs/performance.md says so.)
 //
 // The limit is read the way the kernel applies it: the process's cgroup (/proc/self/cgroup)
 // under the cgroup file systems it has mounted (/proc/self/mountinfo), every level from that
@@ -41,10 +49,10 @@ std::vector<int> AffinityCpus();
 // The processors of a sysfs list such as "0-3,8-11" (empty for an empty or malformed list).
 std::set<int> ParseCpuList(const std::string& list);
 
-// How many of the processors `cpus` are performance cores of a hybrid processor, as
+// The processors among `cpus` that are performance cores of a hybrid processor, as
 // `sysfs_root`/sys/devices/cpu_core/cpus lists them (Linux describes the two core types of a
-// hybrid Intel processor as the PMUs cpu_core and cpu_atom); 0 when the processor is not hybrid.
-int CountPerformanceCpus(const std::vector<int>& cpus, const std::string& sysfs_root = "");
+// hybrid Intel processor as the PMUs cpu_core and cpu_atom); empty when it is not hybrid.
+std::vector<int> PerformanceCpus(const std::vector<int>& cpus, const std::string& sysfs_root = "");
 
 // How many physical cores the processors `cpus` belong to, as
 // `sysfs_root`/sys/devices/system/cpu/cpuN/topology/thread_siblings_list groups them (a core
@@ -53,27 +61,35 @@ int CountCores(const std::vector<int>& cpus, const std::string& sysfs_root = "")
 
 // The default team size and the facts it came from.
 struct CpuThreadBudget {
-  int affinity_cpus = 1;  // processors in the affinity mask
-  // Physical cores among them (0: unknown). Where it is smaller than affinity_cpus the default
-  // team runs a thread on each logical processor of a core; whether one thread per core is
-  // faster has not been measured (docs/cli.md, --threads).
-  int affinity_cores = 0;
-  // Performance cores among them on a hybrid processor (0: not hybrid). Where some but not all
-  // are, the team leaves out the efficiency cores: every op splits its work evenly over the
-  // team, so a slower core (no AVX-512, a narrower vector unit) would hold up every other thread.
+  int affinity_cpus = 1;   // processors in the affinity mask
+  int affinity_cores = 0;  // physical cores among them (0: unknown)
+  // Performance cores among them on a hybrid processor, as logical processors and as physical
+  // cores (0: not hybrid). Where some but not all are, the team leaves out the efficiency cores:
+  // every op splits its work evenly over the team, so a slower core (no AVX-512, a narrower
+  // vector unit) would hold up every other thread.
   int performance_cpus = 0;
+  int performance_cores = 0;
   CgroupCpuLimit cgroup;  // the cgroup's limit (cpus 0: none)
-  // min(performance_cpus or else affinity_cpus, cgroup.cpus rounded,
-  // CpuThreadPool::kMaxThreads), at least 1
+  // min(the physical cores of the performance processors or else of the mask (its processors
+  // where the cores are unknown), cgroup.cpus rounded, CpuThreadPool::kMaxThreads), at least 1
   int threads = 1;
-  // Why `threads`: "affinity" (the mask), "performance_cores" (its performance cores) or
-  // "cgroup_cpu_limit" (the cap).
+  // Why `threads`: "affinity" (every processor of the mask, one thread per core already),
+  // "physical_cores" (one per core of the mask, its second hardware threads left out),
+  // "performance_cores" (one per performance core) or "cgroup_cpu_limit" (the cap).
   const char* source = "affinity";
 };
 
-// The budget from the mask's processor count, its performance cores and a limit (pure).
-CpuThreadBudget BudgetCpuThreads(int affinity_cpus, const CgroupCpuLimit& limit,
-                                 int performance_cpus = 0);
+// What the default team is drawn from: the mask's processors and physical cores, and those of
+// its performance cores on a hybrid processor (0 where unknown or not hybrid).
+struct CpuTopology {
+  int affinity_cpus = 1;
+  int affinity_cores = 0;
+  int performance_cpus = 0;
+  int performance_cores = 0;
+};
+
+// The budget from the topology and a limit (pure).
+CpuThreadBudget BudgetCpuThreads(const CpuTopology& topology, const CgroupCpuLimit& limit);
 
 // This process's budget, read now (the affinity mask and the running system's cgroup files).
 CpuThreadBudget DetectCpuThreadBudget();

@@ -50,6 +50,7 @@ std::unique_ptr<Backend> NewLoggedCpuBackend(int num_threads, bool batch_invaria
                            {"affinity_cpus", int64_t{budget.affinity_cpus}},
                            {"affinity_cores", int64_t{budget.affinity_cores}},
                            {"performance_cpus", int64_t{budget.performance_cpus}},
+                           {"performance_cores", int64_t{budget.performance_cores}},
                            {"cgroup_cpu_limit", budget.cgroup.cpus},
                            {"cgroup_cpu_limit_file", budget.cgroup.file},
                            {"l2_bytes", cpu.l2_bytes},

@@ -6,12 +6,14 @@
 
 #include <sched.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <map>
 #include <set>
 #include <sstream>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "gtest/gtest.h"
 #include "kernels/cpu/cpu_thread_pool.h"
@@ -84,21 +86,46 @@ TEST(CgroupCpuLimitTest, NoLimitAnywhere) {
   EXPECT_EQ(ReadCgroupCpuLimit(empty.path()).cpus, 0);
 }
 
+// A mask of `cpus` processors, one per core.
+CpuTopology Cpus(int cpus) { return {.affinity_cpus = cpus, .affinity_cores = cpus}; }
+
 TEST(CpuThreadBudgetTest, TheLimitCapsTheMaskRoundedToTheNearestThread) {
-  const CpuThreadBudget pod = BudgetCpuThreads(64, {.cpus = 4.0, .file = "f"});
+  const CpuThreadBudget pod = BudgetCpuThreads(Cpus(64), {.cpus = 4.0, .file = "f"});
   EXPECT_EQ(pod.threads, 4);
   EXPECT_STREQ(pod.source, "cgroup_cpu_limit");
   EXPECT_EQ(pod.affinity_cpus, 64);
-  EXPECT_EQ(BudgetCpuThreads(8, {.cpus = 2.5}).threads, 3);
-  EXPECT_EQ(BudgetCpuThreads(8, {.cpus = 2.25}).threads, 2);
-  EXPECT_EQ(BudgetCpuThreads(8, {.cpus = 0.3}).threads, 1);
-  const CpuThreadBudget loose = BudgetCpuThreads(2, {.cpus = 4.0});
+  EXPECT_EQ(BudgetCpuThreads(Cpus(8), {.cpus = 2.5}).threads, 3);
+  EXPECT_EQ(BudgetCpuThreads(Cpus(8), {.cpus = 2.25}).threads, 2);
+  EXPECT_EQ(BudgetCpuThreads(Cpus(8), {.cpus = 0.3}).threads, 1);
+  const CpuThreadBudget loose = BudgetCpuThreads(Cpus(2), {.cpus = 4.0});
   EXPECT_EQ(loose.threads, 2);
   EXPECT_STREQ(loose.source, "affinity");
-  EXPECT_EQ(BudgetCpuThreads(6, {}).threads, 6);
-  const CpuThreadBudget wide = BudgetCpuThreads(384, {});
+  EXPECT_EQ(BudgetCpuThreads(Cpus(6), {}).threads, 6);
+  const CpuThreadBudget wide = BudgetCpuThreads(Cpus(384), {});
   EXPECT_EQ(wide.threads, CpuThreadPool::kMaxThreads);
   EXPECT_EQ(wide.affinity_cpus, 384);
+}
+
+TEST(CpuThreadBudgetTest, OneThreadPerPhysicalCore) {
+  // 32 logical processors on 16 cores with two hardware threads each.
+  const CpuThreadBudget smt = BudgetCpuThreads({.affinity_cpus = 32, .affinity_cores = 16}, {});
+  EXPECT_EQ(smt.threads, 16);
+  EXPECT_STREQ(smt.source, "physical_cores");
+  EXPECT_EQ(smt.affinity_cores, 16);
+  // A limit below the cores still caps; one above them does not.
+  const CpuThreadBudget capped =
+      BudgetCpuThreads({.affinity_cpus = 32, .affinity_cores = 16}, {.cpus = 6.0});
+  EXPECT_EQ(capped.threads, 6);
+  EXPECT_STREQ(capped.source, "cgroup_cpu_limit");
+  EXPECT_EQ(BudgetCpuThreads({.affinity_cpus = 32, .affinity_cores = 16}, {.cpus = 20.0}).threads,
+            16);
+  // Cores unknown (sysfs without topology): a thread per processor.
+  const CpuThreadBudget unknown = BudgetCpuThreads({.affinity_cpus = 8, .affinity_cores = 0}, {});
+  EXPECT_EQ(unknown.threads, 8);
+  EXPECT_STREQ(unknown.source, "affinity");
+  // 600 processors on 300 cores: still at most the pool's size.
+  EXPECT_EQ(BudgetCpuThreads({.affinity_cpus = 600, .affinity_cores = 300}, {}).threads,
+            CpuThreadPool::kMaxThreads);
 }
 
 TEST(CpuThreadBudgetTest, HybridProcessorsRunOnTheirPerformanceCores) {
@@ -106,17 +133,34 @@ TEST(CpuThreadBudgetTest, HybridProcessorsRunOnTheirPerformanceCores) {
       {"/sys/devices/cpu_core/cpus", "0-7\n"},
       {"/sys/devices/cpu_atom/cpus", "8-15\n"},
   });
-  EXPECT_EQ(CountPerformanceCpus({0, 1, 8, 9, 10}, root.path()), 2);
-  EXPECT_EQ(CountPerformanceCpus({8, 9}, root.path()), 0);
+  EXPECT_EQ(PerformanceCpus({0, 1, 8, 9, 10}, root.path()), (std::vector<int>{0, 1}));
+  EXPECT_EQ(PerformanceCpus({8, 9}, root.path()), (std::vector<int>{}));
   FakeRoot uniform;  // not hybrid: no cpu_core PMU
-  EXPECT_EQ(CountPerformanceCpus({0, 1}, uniform.path()), 0);
+  EXPECT_EQ(PerformanceCpus({0, 1}, uniform.path()), (std::vector<int>{}));
 
-  const CpuThreadBudget hybrid = BudgetCpuThreads(16, {}, 8);
+  // 8 performance cores without a second hardware thread and 8 efficiency cores.
+  const CpuTopology flat = {.affinity_cpus = 16,
+                            .affinity_cores = 16,
+                            .performance_cpus = 8,
+                            .performance_cores = 8};
+  const CpuThreadBudget hybrid = BudgetCpuThreads(flat, {});
   EXPECT_EQ(hybrid.threads, 8);
   EXPECT_STREQ(hybrid.source, "performance_cores");
-  EXPECT_EQ(BudgetCpuThreads(16, {.cpus = 4.0}, 8).threads, 4);  // the limit still caps
-  EXPECT_STREQ(BudgetCpuThreads(8, {}, 8).source, "affinity");   // only performance cores
-  EXPECT_EQ(BudgetCpuThreads(4, {}, 0).threads, 4);              // only efficiency cores
+  EXPECT_EQ(BudgetCpuThreads(flat, {.cpus = 4.0}).threads, 4);  // the limit still caps
+  // 8 performance cores with two hardware threads each and 8 efficiency cores: one thread per
+  // performance core.
+  const CpuThreadBudget smt = BudgetCpuThreads(
+      {.affinity_cpus = 24, .affinity_cores = 16, .performance_cpus = 16, .performance_cores = 8},
+      {});
+  EXPECT_EQ(smt.threads, 8);
+  EXPECT_STREQ(smt.source, "performance_cores");
+  // A mask of performance cores only: one per core.
+  const CpuThreadBudget only = BudgetCpuThreads(
+      {.affinity_cpus = 16, .affinity_cores = 8, .performance_cpus = 16, .performance_cores = 8},
+      {});
+  EXPECT_EQ(only.threads, 8);
+  EXPECT_STREQ(only.source, "physical_cores");
+  EXPECT_EQ(BudgetCpuThreads(Cpus(4), {}).threads, 4);  // only efficiency cores
 }
 
 TEST(ParseCpuListTest, RangesAndSingles) {
@@ -161,6 +205,10 @@ TEST(CountCoresTest, AgreesWithLscpu) {
   const CpuThreadBudget budget = DetectCpuThreadBudget();
   EXPECT_EQ(budget.affinity_cores, static_cast<int>(cores.size()));
   EXPECT_EQ(budget.affinity_cpus, CPU_COUNT(&mask));
+  if (budget.cgroup.cpus == 0 && budget.performance_cpus == 0) {
+    // No limit, not hybrid: one thread per core lscpu lists.
+    EXPECT_EQ(budget.threads, std::min(static_cast<int>(cores.size()), CpuThreadPool::kMaxThreads));
+  }
 }
 
 }  // namespace
