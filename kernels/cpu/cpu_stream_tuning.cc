@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -45,6 +46,7 @@ struct Online {
   int64_t calls_at_change = 0;  // `calls` at the start or the latest change of choice
   int next = 0;                 // the candidate the next exploring call tries (not the choice)
   int64_t switches = 0;
+  std::atomic<StreamTuningSwitchListener> listener{nullptr};
   // The rate of the latest call with the current choice, per weights (a few matrices qualify).
   struct Last {
     const void* weights = nullptr;
@@ -234,10 +236,14 @@ OnlineStreamCall BeginOnlineStreamCall(const void* weights, int64_t bytes) {
   return call;
 }
 
-void EndOnlineStreamCall(const OnlineStreamCall& call, double seconds) {
-  if (call.candidate < 0 || seconds <= 0) return;
-  Online& o = GetOnline();
+namespace {
+
+// EndOnlineStreamCall under the tuner's lock: records the call's rate and returns the change of
+// choice it decided, if any.
+std::optional<StreamTuningSwitch> RecordOnlineCall(Online& o, const OnlineStreamCall& call,
+                                                   double seconds) {
   std::lock_guard<std::mutex> lock(o.mu);
+  std::optional<StreamTuningSwitch> change;
   const double gbps = static_cast<double>(call.bytes) / seconds / 1e9;
   Online::Last* last = o.Find(call.weights);
   if (call.candidate == o.choice) {
@@ -260,6 +266,11 @@ void EndOnlineStreamCall(const OnlineStreamCall& call, double seconds) {
       std::copy(o.ratios[c], o.ratios[c] + kOnlineWindow, sorted);
       std::sort(sorted, sorted + kOnlineWindow);
       if (sorted[kOnlineWindow / 2] > 1 + kOnlineMargin) {
+        change = StreamTuningSwitch{.from = kCandidates[o.choice],
+                                    .to = kCandidates[c],
+                                    .median_ratio = sorted[kOnlineWindow / 2],
+                                    .online_calls = o.calls,
+                                    .switches = o.switches + 1};
         o.choice = c;
         o.calls_at_change = o.calls;
         ++o.switches;
@@ -269,6 +280,21 @@ void EndOnlineStreamCall(const OnlineStreamCall& call, double seconds) {
     }
   }
   SetStreamTuning(kCandidates[o.choice]);
+  return change;
+}
+
+}  // namespace
+
+void SetStreamTuningSwitchListener(StreamTuningSwitchListener listener) {
+  GetOnline().listener.store(listener, std::memory_order_release);
+}
+
+void EndOnlineStreamCall(const OnlineStreamCall& call, double seconds) {
+  if (call.candidate < 0 || seconds <= 0) return;
+  Online& o = GetOnline();
+  const std::optional<StreamTuningSwitch> change = RecordOnlineCall(o, call, seconds);
+  const StreamTuningSwitchListener listener = o.listener.load(std::memory_order_acquire);
+  if (change.has_value() && listener != nullptr) listener(*change);
 }
 
 int64_t OnlineStreamTuningSwitches() {

@@ -82,6 +82,19 @@ OnlineStreamCall BeginOnlineStreamCall(const void* weights, int64_t bytes);
 void EndOnlineStreamCall(const OnlineStreamCall& call, double seconds);
 // How many times the online tuner has changed the choice in this process.
 int64_t OnlineStreamTuningSwitches();
+
+// One change of the online tuner's choice.
+struct StreamTuningSwitch {
+  StreamTuning from;
+  StreamTuning to;
+  double median_ratio = 0;   // the median of `to`'s last kOnlineWindow rates over `from`'s
+  int64_t online_calls = 0;  // online calls since the tuner was turned on
+  int64_t switches = 0;      // OnlineStreamTuningSwitches() with this one
+};
+// Called after every change, on the thread of the GEMM call that decided it and outside the
+// tuner's lock (so it may take its time, e.g. write a log line); nullptr: none (the default).
+using StreamTuningSwitchListener = void (*)(const StreamTuningSwitch&);
+void SetStreamTuningSwitchListener(StreamTuningSwitchListener listener);
 // Turns the online tuner on with `choice` as its current choice (TuneStreaming does after a
 // probe), or off. For tests.
 void SetOnlineStreamTuning(bool on, const StreamTuning& choice);

@@ -31,6 +31,16 @@ std::string TransparentHugePages() {
   return line.substr(open + 1, close - open - 1);
 }
 
+// A change of the decode prefetch by the online tuner, in the log: an operator sees the host's
+// bandwidth change state and what the kernels made of it.
+void LogStreamTuningSwitch(const StreamTuningSwitch& change) {
+  LogEvent("cpu_decode_prefetch_switch", {{"from", StreamTuningName(change.from)},
+                                          {"to", StreamTuningName(change.to)},
+                                          {"median_ratio", change.median_ratio},
+                                          {"online_calls", change.online_calls},
+                                          {"switches", change.switches}});
+}
+
 // The facts and run-time choices that decide CPU speed on this host, in the start-up log.
 std::unique_ptr<Backend> NewLoggedCpuBackend(int num_threads, bool batch_invariant,
                                              DType activation_dtype) {
@@ -42,6 +52,7 @@ std::unique_ptr<Backend> NewLoggedCpuBackend(int num_threads, bool batch_invaria
   const int numa_refused = backend->numa_refused_errno();
   const CpuInfo& cpu = GetCpuInfo();
   const StreamTuningChoice& tuning = TuneStreaming(backend->context());
+  SetStreamTuningSwitchListener(&LogStreamTuningSwitch);
   LogEvent("cpu_backend", {{"cpu", cpu.model},
                            {"vendor", cpu.vendor},
                            {"isa", std::string(CpuIsaName(backend->isa()))},

@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "engine/sequence.h"
+#include "kernels/cpu/cpu_stream_tuning.h"
 #include "server/grpc/status_conversion.h"
 
 namespace mlaserve {
@@ -202,6 +203,8 @@ void Metrics::RefreshLocked() const {
              static_cast<double>(stats.prefix_cache_query_tokens));
   SetCounter(*CounterFor(MetricId::kPrefixCacheHitsTotal),
              static_cast<double>(stats.prefix_cache_hit_tokens));
+  SetCounter(*CounterFor(MetricId::kCpuDecodePrefetchSwitchesTotal),
+             static_cast<double>(OnlineStreamTuningSwitches()));
 }
 
 std::vector<prometheus::MetricFamily> Metrics::Collect() const {

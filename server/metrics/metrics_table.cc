@@ -96,6 +96,11 @@ constexpr std::array<MetricSpec, kNumMetrics> kTable = {{
      "Steps run eagerly (no captured graph), by phase.", kPhase, kPhases, {}, {}},
     {MI::kEngineStepsTotal, "mlaserve_engine_steps_total", kCounter,
      "Engine steps that ran the model.", {}, {}, {}, {}},
+    {MI::kCpuDecodePrefetchSwitchesTotal, "mlaserve_cpu_decode_prefetch_switches_total",
+     kCounter,
+     "Changes of the CPU decode GEMMs' weight prefetch by the tuner that keeps it under test on "
+     "the decode steps (0 on other backends).",
+     {}, {}, {}, {}},
     {MI::kTimeToFirstTokenSeconds, "mlaserve_time_to_first_token_seconds", kHistogram,
      "Seconds from a request's arrival at the server to its first token.", {}, {}, kTtftBuckets,
      {}},

@@ -40,6 +40,7 @@ enum class MetricId {
   kGraphReplaysTotal,
   kEagerStepsTotal,
   kEngineStepsTotal,
+  kCpuDecodePrefetchSwitchesTotal,
   kTimeToFirstTokenSeconds,
   kInterTokenLatencySeconds,
   kE2eRequestLatencySeconds,

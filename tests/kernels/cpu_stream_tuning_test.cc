@@ -14,6 +14,7 @@
 #include "kernels/cpu/cpu_backend.h"
 #include "kernels/ref/ref_backend.h"
 #include "tests/kernels/kernel_test_util.h"
+#include "tests/kernels/online_tuning_feed.h"
 
 namespace mlaserve::test {
 namespace {
@@ -68,34 +69,35 @@ TEST(CpuStreamTuningTest, EveryTuningGivesTheOraclesDecodeGemm) {
   }
 }
 
-// Feeds the online tuner `calls` calls over one matrix, each timed as if it read at
-// rate(tuning name) GB/s; stops at the first switch when `until_switch`.
-void FeedOnline(int calls, double (*rate)(const std::string&), bool until_switch) {
-  static int weights;
-  const int64_t before = OnlineStreamTuningSwitches();
-  for (int i = 0; i < calls; ++i) {
-    const OnlineStreamCall call = BeginOnlineStreamCall(&weights, kOnlineMinBytes);
-    ASSERT_GE(call.candidate, 0);
-    const double gbps = rate(StreamTuningName(CurrentStreamTuning()));
-    EndOnlineStreamCall(call, static_cast<double>(kOnlineMinBytes) / (gbps * 1e9));
-    if (until_switch && OnlineStreamTuningSwitches() > before) return;
-  }
+// The changes the switch listener reported.
+std::vector<StreamTuningSwitch>& Reported() {
+  static std::vector<StreamTuningSwitch> reported;
+  return reported;
 }
 
 TEST(OnlineStreamTuningTest, MovesToACandidateThatClearlyBeatsTheChoice) {
+  Reported().clear();
+  SetStreamTuningSwitchListener([](const StreamTuningSwitch& s) { Reported().push_back(s); });
   SetOnlineStreamTuning(true, {4, true});  // nta:4
   const int64_t before = OnlineStreamTuningSwitches();
   // t1:1 reads twice as fast; everything else a little slower than the choice.
   auto rates = [](const std::string& t) { return t == "t1:1" ? 20.0 : t == "nta:4" ? 10.0 : 9.0; };
-  // Each other candidate is tried every kOnlineExploreEvery calls in turn; t1:1 needs a full
-  // window of ratios.
-  FeedOnline(2 * kOnlineExploreEvery * 5 * kOnlineWindow, rates, /*until_switch=*/true);
+  FeedOnlineTuner(kCallsToSwitch, rates, /*until_switch=*/true);
   EXPECT_EQ(OnlineStreamTuningSwitches(), before + 1);
   EXPECT_EQ(StreamTuningName(CurrentStreamTuning()), "t1:1");
+  // The listener heard of it once, with the rates' ratio.
+  ASSERT_EQ(Reported().size(), 1u);
+  EXPECT_EQ(StreamTuningName(Reported()[0].from), "nta:4");
+  EXPECT_EQ(StreamTuningName(Reported()[0].to), "t1:1");
+  EXPECT_NEAR(Reported()[0].median_ratio, 2.0, 1e-9);
+  EXPECT_EQ(Reported()[0].switches, before + 1);
+  EXPECT_GT(Reported()[0].online_calls, kOnlineWindow);
   // From there nothing beats it.
-  FeedOnline(4 * kOnlineExploreEvery * 5 * kOnlineWindow, rates, /*until_switch=*/false);
+  FeedOnlineTuner(4 * kOnlineExploreEvery * 5 * kOnlineWindow, rates, /*until_switch=*/false);
   EXPECT_EQ(OnlineStreamTuningSwitches(), before + 1);
   EXPECT_EQ(StreamTuningName(CurrentStreamTuning()), "t1:1");
+  EXPECT_EQ(Reported().size(), 1u);
+  SetStreamTuningSwitchListener(nullptr);
   SetOnlineStreamTuning(false, {1, true});
 }
 
@@ -103,7 +105,7 @@ TEST(OnlineStreamTuningTest, KeepsTheChoiceWithinTheMargin) {
   SetOnlineStreamTuning(true, {0, false});  // none
   const int64_t before = OnlineStreamTuningSwitches();
   auto rates = [](const std::string& t) { return t == "none" ? 10.0 : 10.4; };  // +4 %
-  FeedOnline(4 * kOnlineExploreEvery * 5 * kOnlineWindow, rates, /*until_switch=*/false);
+  FeedOnlineTuner(4 * kOnlineExploreEvery * 5 * kOnlineWindow, rates, /*until_switch=*/false);
   EXPECT_EQ(OnlineStreamTuningSwitches(), before);
   EXPECT_EQ(StreamTuningName(CurrentStreamTuning()), "none");
   SetOnlineStreamTuning(false, {1, true});

@@ -11,8 +11,10 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "kernels/cpu/cpu_stream_tuning.h"
 #include "server/metrics/metrics_server.h"
 #include "tests/server/scrape_util.h"
+#include "tests/kernels/online_tuning_feed.h"
 #include "tests/server/server_test_util.h"
 
 namespace mlaserve::testing {
@@ -175,6 +177,20 @@ TEST_F(MetricsTest, VllmNamesAndBucketOverrides) {
   EXPECT_EQ(At(s, "mlaserve_inter_token_latency_seconds_bucket{le=\"+Inf\"}"), 2);
   EXPECT_EQ(s.count("mlaserve_inter_token_latency_seconds_bucket{le=\"0.25\"}"), 1u);
   EXPECT_EQ(s.count("mlaserve_inter_token_latency_seconds_bucket{le=\"0.0001\"}"), 0u);
+}
+
+// The CPU decode prefetch tuner's changes of choice: the process-wide count, one more after the
+// tuner is fed timings under which another candidate reads twice as fast.
+TEST_F(MetricsTest, CountsTheDecodePrefetchTunersChanges) {
+  Start();
+  const double before = At(ScrapeOrDie(), "mlaserve_cpu_decode_prefetch_switches_total");
+  EXPECT_EQ(before, static_cast<double>(OnlineStreamTuningSwitches()));
+  SetOnlineStreamTuning(true, {4, true});  // nta:4
+  test::FeedOnlineTuner(
+      test::kCallsToSwitch, [](const std::string& t) { return t == "t1:2" ? 20.0 : 10.0; },
+      /*until_switch=*/true);
+  SetOnlineStreamTuning(false, {1, true});
+  EXPECT_EQ(At(ScrapeOrDie(), "mlaserve_cpu_decode_prefetch_switches_total"), before + 1);
 }
 
 }  // namespace
