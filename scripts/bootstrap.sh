@@ -30,6 +30,7 @@ if [ "$mode" != build-only ]; then
     libgtest-dev libgmock-dev
     python3 python3-numpy python3-torch python3-grpcio python3-protobuf
     python3-yaml python3-jinja2 yamllint prometheus
+    qemu-user  # emulated_cpus_test: the CPU kernels as an AVX2-only and a pre-AVX processor
   )
   # kubectl renders the Kubernetes manifests (kubectl kustomize); Debian ships it as
   # kubernetes-client. A kubectl already on PATH is kept.
