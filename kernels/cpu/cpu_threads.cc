@@ -150,18 +150,17 @@ CgroupCpuLimit ReadCgroupCpuLimit(const std::string& root) {
 
 CpuThreadBudget BudgetCpuThreads(const CpuTopology& topology, const CgroupCpuLimit& limit) {
   CpuThreadBudget b;
-  b.affinity_cpus = std::max(topology.affinity_cpus, 1);
-  b.affinity_cores = topology.affinity_cores;
-  b.performance_cpus = topology.performance_cpus;
-  b.performance_cores = topology.performance_cores;
+  b.topology = topology;
+  CpuTopology& t = b.topology;
+  t.affinity_cpus = std::max(t.affinity_cpus, 1);
   b.cgroup = limit;
-  b.threads = std::min(b.affinity_cpus, CpuThreadPool::kMaxThreads);
-  if (b.performance_cpus > 0 && b.performance_cpus < b.affinity_cpus) {
-    b.threads = std::min(b.threads, b.performance_cores > 0 ? b.performance_cores
-                                                            : b.performance_cpus);
+  b.threads = std::min(t.affinity_cpus, CpuThreadPool::kMaxThreads);
+  if (t.performance_cpus > 0 && t.performance_cpus < t.affinity_cpus) {
+    b.threads = std::min(b.threads, t.performance_cores > 0 ? t.performance_cores
+                                                            : t.performance_cpus);
     b.source = "performance_cores";
-  } else if (b.affinity_cores > 0 && b.affinity_cores < b.threads) {
-    b.threads = b.affinity_cores;
+  } else if (t.affinity_cores > 0 && t.affinity_cores < b.threads) {
+    b.threads = t.affinity_cores;
     b.source = "physical_cores";
   }
   if (limit.cpus > 0) {

@@ -59,16 +59,21 @@ std::vector<int> PerformanceCpus(const std::vector<int>& cpus, const std::string
 // with simultaneous multithreading lists two or more); 0 when sysfs does not say.
 int CountCores(const std::vector<int>& cpus, const std::string& sysfs_root = "");
 
-// The default team size and the facts it came from.
-struct CpuThreadBudget {
-  int affinity_cpus = 1;   // processors in the affinity mask
-  int affinity_cores = 0;  // physical cores among them (0: unknown)
-  // Performance cores among them on a hybrid processor, as logical processors and as physical
-  // cores (0: not hybrid). Where some but not all are, the team leaves out the efficiency cores:
-  // every op splits its work evenly over the team, so a slower core (no AVX-512, a narrower
-  // vector unit) would hold up every other thread.
+// What the default team is drawn from: the mask's processors and their physical cores (0:
+// unknown), and those of its performance cores on a hybrid processor (0: not hybrid). Where some
+// but not all processors are performance cores, the team leaves out the efficiency cores: every
+// op splits its work evenly over the team, so a slower core (no AVX-512, a narrower vector unit)
+// would hold up every other thread.
+struct CpuTopology {
+  int affinity_cpus = 1;
+  int affinity_cores = 0;
   int performance_cpus = 0;
   int performance_cores = 0;
+};
+
+// The default team size and the facts it came from.
+struct CpuThreadBudget {
+  CpuTopology topology;   // affinity_cpus at least 1
   CgroupCpuLimit cgroup;  // the cgroup's limit (cpus 0: none)
   // min(the physical cores of the performance processors or else of the mask (its processors
   // where the cores are unknown), cgroup.cpus rounded, CpuThreadPool::kMaxThreads), at least 1
@@ -77,15 +82,6 @@ struct CpuThreadBudget {
   // "physical_cores" (one per core of the mask, its second hardware threads left out),
   // "performance_cores" (one per performance core) or "cgroup_cpu_limit" (the cap).
   const char* source = "affinity";
-};
-
-// What the default team is drawn from: the mask's processors and physical cores, and those of
-// its performance cores on a hybrid processor (0 where unknown or not hybrid).
-struct CpuTopology {
-  int affinity_cpus = 1;
-  int affinity_cores = 0;
-  int performance_cpus = 0;
-  int performance_cores = 0;
 };
 
 // The budget from the topology and a limit (pure).

@@ -93,7 +93,7 @@ TEST(CpuThreadBudgetTest, TheLimitCapsTheMaskRoundedToTheNearestThread) {
   const CpuThreadBudget pod = BudgetCpuThreads(Cpus(64), {.cpus = 4.0, .file = "f"});
   EXPECT_EQ(pod.threads, 4);
   EXPECT_STREQ(pod.source, "cgroup_cpu_limit");
-  EXPECT_EQ(pod.affinity_cpus, 64);
+  EXPECT_EQ(pod.topology.affinity_cpus, 64);
   EXPECT_EQ(BudgetCpuThreads(Cpus(8), {.cpus = 2.5}).threads, 3);
   EXPECT_EQ(BudgetCpuThreads(Cpus(8), {.cpus = 2.25}).threads, 2);
   EXPECT_EQ(BudgetCpuThreads(Cpus(8), {.cpus = 0.3}).threads, 1);
@@ -103,7 +103,7 @@ TEST(CpuThreadBudgetTest, TheLimitCapsTheMaskRoundedToTheNearestThread) {
   EXPECT_EQ(BudgetCpuThreads(Cpus(6), {}).threads, 6);
   const CpuThreadBudget wide = BudgetCpuThreads(Cpus(384), {});
   EXPECT_EQ(wide.threads, CpuThreadPool::kMaxThreads);
-  EXPECT_EQ(wide.affinity_cpus, 384);
+  EXPECT_EQ(wide.topology.affinity_cpus, 384);
 }
 
 TEST(CpuThreadBudgetTest, OneThreadPerPhysicalCore) {
@@ -111,7 +111,7 @@ TEST(CpuThreadBudgetTest, OneThreadPerPhysicalCore) {
   const CpuThreadBudget smt = BudgetCpuThreads({.affinity_cpus = 32, .affinity_cores = 16}, {});
   EXPECT_EQ(smt.threads, 16);
   EXPECT_STREQ(smt.source, "physical_cores");
-  EXPECT_EQ(smt.affinity_cores, 16);
+  EXPECT_EQ(smt.topology.affinity_cores, 16);
   // A limit below the cores still caps; one above them does not.
   const CpuThreadBudget capped =
       BudgetCpuThreads({.affinity_cpus = 32, .affinity_cores = 16}, {.cpus = 6.0});
@@ -203,9 +203,9 @@ TEST(CountCoresTest, AgreesWithLscpu) {
   }
   if (pclose(out) != 0 || cores.empty()) GTEST_SKIP() << "no lscpu here";
   const CpuThreadBudget budget = DetectCpuThreadBudget();
-  EXPECT_EQ(budget.affinity_cores, static_cast<int>(cores.size()));
-  EXPECT_EQ(budget.affinity_cpus, CPU_COUNT(&mask));
-  if (budget.cgroup.cpus == 0 && budget.performance_cpus == 0) {
+  EXPECT_EQ(budget.topology.affinity_cores, static_cast<int>(cores.size()));
+  EXPECT_EQ(budget.topology.affinity_cpus, CPU_COUNT(&mask));
+  if (budget.cgroup.cpus == 0 && budget.topology.performance_cpus == 0) {
     // No limit, not hybrid: one thread per core lscpu lists.
     EXPECT_EQ(budget.threads, std::min(static_cast<int>(cores.size()), CpuThreadPool::kMaxThreads));
   }
