@@ -50,8 +50,8 @@ if [ ! -x "$membw_bin" ]; then
 fi
 peer=${LLAMACPP_PEER:-$root/build/llamacpp-peer/llamacpp-peer}
 [ -x "$peer" ] || "$root/tools/bench/build_llamacpp_peer.sh" "$bench" "$(dirname "$peer")" >&2
-log=$(mktemp)
-trap 'rm -f "$log"' EXIT
+log=$(mktemp) backend_log=$(mktemp)
+trap 'rm -f "$log" "$backend_log"' EXIT
 "$membw_bin" | tee -a "$log"
 
 for round in $(seq "$rounds"); do
@@ -59,7 +59,10 @@ for round in $(seq "$rounds"); do
     "$membw_bin" | tee -a "$log"
     out=$("$root/build/bin/mlaserve" generate --model="$model" --backend=cpu --threads="$threads" \
           --dtype="$dtype" --prompt_ids="$ids" --max_tokens="$tg" --ignore_eos --output=json \
-          --max_num_batched_tokens="$pp" --kv_cache_tokens=$((pp + tg + 64)) 2>/dev/null | tail -1)
+          --max_num_batched_tokens="$pp" --kv_cache_tokens=$((pp + tg + 64)) 2>"$backend_log" \
+          | tail -1)
+    # The host as the CPU backend saw it (processor, kernel build, threads, decode prefetch).
+    grep -m1 ' cpu_backend ' "$backend_log" | sed 's/^[^ ]* cpu_backend /host /' | tee -a "$log" >&2
     python3 - "$out" "$pp" "$tg" "$dtype" <<'PY'
 import json, sys
 d = json.loads(sys.argv[1]); pp = int(sys.argv[2]); tg = int(sys.argv[3])
@@ -100,10 +103,11 @@ if [ "$streams" -gt 0 ]; then
       --pp="$stream_prompt" --tg="$stream_tg" 2>/dev/null | tail -1 | tee -a "$log"
 fi
 
-python3 - "$log" "$model/model_info.json" <<'PY'
-import json, re, statistics, sys
+python3 - "$log" "$model/model_info.json" "$threads" <<'PY'
+import json, re, shlex, statistics, sys
 lines = open(sys.argv[1]).read().splitlines()
 info = json.load(open(sys.argv[2]))
+threads = sys.argv[3]
 per_token = info.get("bytes_per_token_bf16", 0)
 # Each engine run is paired with the probe run just before it (this shared host's bandwidth
 # moves by 2x within minutes): fraction = weight bytes read per second / that probe.
@@ -145,4 +149,30 @@ for m in re.finditer(r"mlaserve_streams dtype=(\S+) streams=\d+ decode_tok_s=([0
         if steady:
             print(f"streams_all_decoding dtype={dtype} "
                   f"ratio_to_one_stream={float(steady) / statistics.median(one):.2f}")
+
+# One Markdown row per mlaserve dtype for the per-host table of docs/performance.md: the host as
+# the backend logged it, the bandwidth probe's range, and the ranges of this invocation's ratios.
+host = {}
+for line in lines:
+    if line.startswith("host "):
+        host = dict(f.split("=", 1) for f in shlex.split(line[len("host "):]) if "=" in f)
+        break
+probes = [float(m.group(1)) for l in lines if (m := re.match(r"membw read_gb_s_1t=([0-9.]+)", l))]
+probes2 = [float(m.group(1)) for l in lines if (m := re.match(r"membw .*read_gb_s_2t=([0-9.]+)", l))]
+span = lambda xs, f="{:.2f}": (f.format(min(xs)) if min(xs) == max(xs) else
+                               f"{f.format(min(xs))}–{f.format(max(xs))}") if xs else "–"
+print("| host | isa | threads | membw 1t / 2t GB/s | dtype | pp ratio | tg ratio "
+      "| decode GB/s / adjacent probe | 16 streams / llama.cpp (all decoding) |")
+print("|---|---|---|---|---|---|---|---|---|")
+for dtype in sorted({r[1] for r in runs if r[0] == "mlaserve"}):
+    ours = [r for r in runs if r[0] == "mlaserve" and r[1] == dtype]
+    pairs = list(zip(ours, peer))
+    fractions = [r[3] * per_token / 1e9 / r[4] for r in ours if r[4] and per_token]
+    streams = [float(m.group(2)) / theirs[0] for m in re.finditer(
+        r"mlaserve_streams dtype=(\S+) streams=\d+ decode_tok_s=[0-9.]+ all_streams_tok_s=([0-9.]+)",
+        text) if m.group(1) == dtype and theirs]
+    print(f"| {host.get('cpu', '?')} ({host.get('vendor', '?')}) | {host.get('isa', '?')} | {threads} "
+          f"| {span(probes, '{:.1f}')} / {span(probes2, '{:.1f}')} | {dtype} "
+          f"| {span([o[2] / p[2] for o, p in pairs])} | {span([o[3] / p[3] for o, p in pairs])} "
+          f"| {span(fractions)} | {span(streams)} |")
 PY
