@@ -12,7 +12,10 @@
 # aggregate rate as a multiple of llama.cpp's and of mlaserve's own one-stream decode in the same
 # --dtype (STREAM_DTYPES; DTYPES must include it for the second ratio); the
 # aggregate counts from the earliest first token (a stream that starts alone puts the others'
-# prefill in its span), `streams_all_decoding` from the moment every stream decodes.
+# prefill in its span), `streams_all_decoding` from the moment every stream decodes. It ends
+# with one Markdown row per mlaserve dtype for the per-host table of docs/performance.md: the
+# processor and kernel build from the backend's `cpu_backend` start-up line, the probe's range
+# and the ranges of the ratios.
 #
 # llama.cpp runs through llamacpp-peer (tools/bench/llamacpp_peer.cc: its C API on the npm
 # package's prebuilt CPU libraries, built here on first use by build_llamacpp_peer.sh), not
