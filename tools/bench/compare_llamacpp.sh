@@ -29,6 +29,9 @@
 #   MODEL_DIR: holds config.json,
 #   model.safetensors and model-bf16.gguf (make_model.py --out MODEL_DIR)
 # env: LLAMACPP_PEER (the llamacpp-peer binary; default build/llamacpp-peer/llamacpp-peer),
+#      LLAMACPP_CPU_VARIANT (e.g. haswell: llama.cpp runs with only that variant of its CPU
+#      backend, from a copy of the peer's folder without the other libggml-cpu-*.so; with
+#      MLASERVE_CPU_ISA=avx2 both engines run their AVX2 builds, a stand-in for AVX2-only hosts),
 #      THREADS (2), PP (512 prompt tokens), TG (64 generated tokens), DTYPES (mlaserve --dtype
 #      values run in turn each round, "float32" by default; "float32 bfloat16" runs both),
 #      STREAMS (0: no batched comparison), STREAM_PROMPT (64), STREAM_TG (64), STREAM_DTYPES
@@ -53,8 +56,20 @@ if [ ! -x "$membw_bin" ]; then
 fi
 peer=${LLAMACPP_PEER:-$root/build/llamacpp-peer/llamacpp-peer}
 [ -x "$peer" ] || "$root/tools/bench/build_llamacpp_peer.sh" "$bench" "$(dirname "$peer")" >&2
-log=$(mktemp) backend_log=$(mktemp)
-trap 'rm -f "$log" "$backend_log"' EXIT
+log=$(mktemp) backend_log=$(mktemp) variant_dir=""
+trap 'rm -rf "$log" "$backend_log" $variant_dir' EXIT
+if [ -n "${LLAMACPP_CPU_VARIANT:-}" ]; then
+  variant_lib=$(dirname "$peer")/libggml-cpu-$LLAMACPP_CPU_VARIANT.so
+  if [ ! -f "$variant_lib" ]; then
+    echo "LLAMACPP_CPU_VARIANT: no $variant_lib (variants:" \
+         "$(cd "$(dirname "$peer")" && ls libggml-cpu-*.so | sed 's/libggml-cpu-//; s/\.so//' | tr '\n' ' '))" >&2
+    exit 2
+  fi
+  variant_dir=$(mktemp -d)
+  cp -r "$(dirname "$peer")/." "$variant_dir"
+  find "$variant_dir" -name 'libggml-cpu-*.so' ! -name "libggml-cpu-$LLAMACPP_CPU_VARIANT.so" -delete
+  peer=$variant_dir/$(basename "$peer")
+fi
 "$membw_bin" | tee -a "$log"
 
 for round in $(seq "$rounds"); do
@@ -86,7 +101,7 @@ if [ "$streams" -gt 0 ]; then
         --dtype="$stream_dtype" --port="$port" --http_port=0 --metrics_port=0 \
         --max_num_seqs="$streams" 2>/dev/null &
     server=$!
-    trap 'kill "$server" 2>/dev/null || true; rm -f "$log"' EXIT
+    trap 'kill "$server" 2>/dev/null || true; rm -rf "$log" "$backend_log" $variant_dir' EXIT
     for _ in $(seq 600); do
       "$root/build/bin/mlaserve-bench" --target="127.0.0.1:$port" --rpc=get_server_info \
           --num_prompts=1 --concurrency=1 >/dev/null 2>&1 && break
