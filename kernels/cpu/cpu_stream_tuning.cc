@@ -293,8 +293,9 @@ void EndOnlineStreamCall(const OnlineStreamCall& call, double seconds) {
   if (call.candidate < 0 || seconds <= 0) return;
   Online& o = GetOnline();
   const std::optional<StreamTuningSwitch> change = RecordOnlineCall(o, call, seconds);
+  if (!change.has_value()) return;
   const StreamTuningSwitchListener listener = o.listener.load(std::memory_order_acquire);
-  if (change.has_value() && listener != nullptr) listener(*change);
+  if (listener != nullptr) listener(*change);
 }
 
 int64_t OnlineStreamTuningSwitches() {

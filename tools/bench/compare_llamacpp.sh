@@ -138,14 +138,19 @@ for line in lines:
     elif m := re.match(r"llamacpp pp\d+_tok_s=([0-9.]+) tg\d+_tok_s=([0-9.]+)", line):
         runs.append(("llamacpp", "bf16", float(m.group(1)), float(m.group(2)), probe))
 peer = [r for r in runs if r[0] == "llamacpp"]
+# Per mlaserve dtype, what the Markdown row at the end summarizes.
+rows = {}
 for dtype in sorted({r[1] for r in runs if r[0] == "mlaserve"}):
     ours = [r for r in runs if r[0] == "mlaserve" and r[1] == dtype]
+    row = rows[dtype] = {"pp": [], "tg": [], "fraction": [], "streams": []}
     for i, (o, p) in enumerate(zip(ours, peer)):
+        row["pp"].append(o[2] / p[2])
+        row["tg"].append(o[3] / p[3])
         print(f"round {i + 1} dtype={dtype} pp_ratio={o[2] / p[2]:.2f} tg_ratio={o[3] / p[3]:.2f}")
     if per_token:
-        fractions = [r[3] * per_token / 1e9 / r[4] for r in ours if r[4]]
+        row["fraction"] = [r[3] * per_token / 1e9 / r[4] for r in ours if r[4]]
         print(f"bandwidth dtype={dtype} decode_gb_s={statistics.median(r[3] for r in ours) * per_token / 1e9:.1f}"
-              f" fraction_of_adjacent_probe={statistics.median(fractions):.2f}")
+              f" fraction_of_adjacent_probe={statistics.median(row['fraction']):.2f}")
 if per_token and peer:
     fractions = [r[3] * per_token / 1e9 / r[4] for r in peer if r[4]]
     print(f"bandwidth llamacpp decode_gb_s={statistics.median(r[3] for r in peer) * per_token / 1e9:.1f}"
@@ -160,6 +165,8 @@ for m in re.finditer(r"mlaserve_streams dtype=(\S+) streams=\d+ decode_tok_s=([0
     print(f"streams dtype={dtype} ratio_to_llamacpp={agg / theirs[0]:.2f}")
     if steady:
         print(f"streams_all_decoding dtype={dtype} ratio_to_llamacpp={float(steady) / theirs[0]:.2f}")
+        rows.setdefault(dtype, {"pp": [], "tg": [], "fraction": [], "streams": []})["streams"].append(
+            float(steady) / theirs[0])
     # Against mlaserve's own one-stream decode in the same activation dtype.
     one = [r[3] for r in runs if r[0] == "mlaserve" and r[1] == dtype]
     if one:
@@ -170,27 +177,20 @@ for m in re.finditer(r"mlaserve_streams dtype=(\S+) streams=\d+ decode_tok_s=([0
 
 # One Markdown row per mlaserve dtype for the per-host table of docs/performance.md: the host as
 # the backend logged it, the bandwidth probe's range, and the ranges of this invocation's ratios.
-host = {}
-for line in lines:
-    if line.startswith("host "):
-        host = dict(f.split("=", 1) for f in shlex.split(line[len("host "):]) if "=" in f)
-        break
-probes = [float(m.group(1)) for l in lines if (m := re.match(r"membw read_gb_s_1t=([0-9.]+)", l))]
-probes2 = [float(m.group(1)) for l in lines if (m := re.match(r"membw .*read_gb_s_2t=([0-9.]+)", l))]
-span = lambda xs, f="{:.2f}": (f.format(min(xs)) if min(xs) == max(xs) else
-                               f"{f.format(min(xs))}–{f.format(max(xs))}") if xs else "–"
+host = next((dict(f.split("=", 1) for f in shlex.split(l[len("host "):]) if "=" in f)
+             for l in lines if l.startswith("host ")), {})
+probes = {t: [float(m.group(1)) for l in lines if (m := re.match(rf"membw .*read_gb_s_{t}=([0-9.]+)", l))]
+          for t in ("1t", "2t")}
+def span(xs, f="{:.2f}"):
+    if not xs:
+        return "–"
+    lo, hi = f.format(min(xs)), f.format(max(xs))
+    return lo if lo == hi else f"{lo}–{hi}"
 print("| host | isa | threads | membw 1t / 2t GB/s | dtype | pp ratio | tg ratio "
-      "| decode GB/s / adjacent probe | 16 streams / llama.cpp (all decoding) |")
+      "| decode GB/s / adjacent probe | streams / llama.cpp (all decoding) |")
 print("|---|---|---|---|---|---|---|---|---|")
-for dtype in sorted({r[1] for r in runs if r[0] == "mlaserve"}):
-    ours = [r for r in runs if r[0] == "mlaserve" and r[1] == dtype]
-    pairs = list(zip(ours, peer))
-    fractions = [r[3] * per_token / 1e9 / r[4] for r in ours if r[4] and per_token]
-    streams = [float(m.group(2)) / theirs[0] for m in re.finditer(
-        r"mlaserve_streams dtype=(\S+) streams=\d+ decode_tok_s=[0-9.]+ all_streams_tok_s=([0-9.]+)",
-        text) if m.group(1) == dtype and theirs]
+for dtype, row in rows.items():
     print(f"| {host.get('cpu', '?')} ({host.get('vendor', '?')}) | {host.get('isa', '?')} | {threads} "
-          f"| {span(probes, '{:.1f}')} / {span(probes2, '{:.1f}')} | {dtype} "
-          f"| {span([o[2] / p[2] for o, p in pairs])} | {span([o[3] / p[3] for o, p in pairs])} "
-          f"| {span(fractions)} | {span(streams)} |")
+          f"| {span(probes['1t'], '{:.1f}')} / {span(probes['2t'], '{:.1f}')} | {dtype} "
+          f"| {span(row['pp'])} | {span(row['tg'])} | {span(row['fraction'])} | {span(row['streams'])} |")
 PY

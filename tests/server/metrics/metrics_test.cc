@@ -13,8 +13,8 @@
 #include "gtest/gtest.h"
 #include "kernels/cpu/cpu_stream_tuning.h"
 #include "server/metrics/metrics_server.h"
-#include "tests/server/scrape_util.h"
 #include "tests/kernels/online_tuning_feed.h"
+#include "tests/server/scrape_util.h"
 #include "tests/server/server_test_util.h"
 
 namespace mlaserve::testing {
