@@ -1,8 +1,5 @@
 #include "kernels/host_backend.h"
 
-#include <algorithm>
-#include <chrono>
-#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <utility>
@@ -36,48 +33,6 @@ class RecordedGraph : public Graph {
 void FreeAligned(void* p) { std::free(p); }
 
 }  // namespace
-
-std::unique_ptr<OpProfile> OpProfile::FromEnvironment() {
-  const char* v = std::getenv("MLASERVE_PROFILE");
-  if (v == nullptr || v[0] != '1') return nullptr;
-  return std::make_unique<OpProfile>();
-}
-
-int64_t OpProfile::NowNanos() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
-
-void OpProfile::Add(const char* op, int64_t nanos) {
-  total_nanos_ += nanos;
-  // Names come from string literals: comparing pointers first keeps this off the op names'
-  // cache lines, which the ops evict (it runs between ops, in the time a step's overhead is
-  // measured by).
-  auto it = std::find_if(entries_.begin(), entries_.end(),
-                         [op](const Entry& e) { return e.op == op; });
-  if (it == entries_.end()) {
-    it = std::find_if(entries_.begin(), entries_.end(),
-                      [op](const Entry& e) { return std::strcmp(e.op, op) == 0; });
-  }
-  if (it == entries_.end()) {
-    entries_.push_back({op, 1, nanos});
-    return;
-  }
-  ++it->calls;
-  it->nanos += nanos;
-}
-
-OpProfile::~OpProfile() {
-  std::sort(entries_.begin(), entries_.end(),
-            [](const Entry& a, const Entry& b) { return a.nanos > b.nanos; });
-  std::fprintf(stderr, "op profile (wall time per op):\n");
-  for (const Entry& e : entries_) {
-    std::fprintf(stderr, "  %-18s %8lld calls %10.3f ms %5.1f%%\n", e.op,
-                 static_cast<long long>(e.calls), e.nanos / 1e6,
-                 total_nanos_ > 0 ? 100.0 * e.nanos / total_nanos_ : 0.0);
-  }
-}
 
 bool PoisonEnabled() {
   static const bool enabled = [] {

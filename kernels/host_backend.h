@@ -11,29 +11,9 @@
 #include <vector>
 
 #include "kernels/backend.h"
+#include "kernels/op_profile.h"
 
 namespace mlaserve {
-
-// Accumulated wall time per op name (a profiling aid for the host backends).
-class OpProfile {
- public:
-  // A profile when MLASERVE_PROFILE=1, else nullptr.
-  static std::unique_ptr<OpProfile> FromEnvironment();
-  static int64_t NowNanos();
-  ~OpProfile();  // prints the table to stderr
-  void Add(const char* op, int64_t nanos);
-  // Sum of every Add so far: the wall time spent inside op bodies.
-  int64_t total_nanos() const { return total_nanos_; }
-
- private:
-  struct Entry {
-    const char* op;
-    int64_t calls = 0;
-    int64_t nanos = 0;
-  };
-  std::vector<Entry> entries_;
-  int64_t total_nanos_ = 0;
-};
 
 class HostBackend : public Backend {
  public:
@@ -124,9 +104,9 @@ class HostBackend : public Backend {
       (this->*run)(p);
       return;
     }
-    const int64_t start = OpProfile::NowNanos();
+    const int64_t start = profile_->Now();
     (this->*run)(p);
-    profile_->Add(op, OpProfile::NowNanos() - start);
+    profile_->Add(op, profile_->Now() - start);
   }
 
   DType activation_dtype_;

@@ -11,8 +11,10 @@
 // Host overhead, everything but the op bodies, measured two ways:
 // - in the step: the step's wall time minus the wall time spent inside op bodies, as the
 //   backend's op profile (MLASERVE_PROFILE=1, which this program sets) adds it up around each
-//   op. What is left is planning, copies, dispatch, the profiler's own clock reads between ops
-//   and any preemption that lands there: an upper bound, with the caches as the ops left them.
+//   op, the step timed by the same clock. What is left is planning, copies, dispatch, the
+//   profiler's own bookkeeping between ops (one counter read and one slot write, see
+//   kernels/op_profile.h) and any preemption that lands there: an upper bound, with the caches
+//   as the ops left them.
 // - alone: the same steps once the timed rounds are over, on a backend whose op bodies do
 //   nothing (same model, same graphs): the step is then nothing but its overhead.
 //
@@ -118,16 +120,16 @@ void Measure(ModelRunner& runner, const HostBackend& backend, const DecodeStep& 
              Samples* out) {
   StepLogits logits;
   if (!runner.Execute(step.seqs, &logits).ok()) std::abort();
+  // The step is timed by the profile's own clock, so the op time is subtracted in one unit.
+  const OpProfile& profile = *backend.profile();
   for (int i = 0; i < steps; ++i) {
-    const int64_t ops_before = backend.profile()->total_nanos();
-    const auto start = std::chrono::steady_clock::now();
+    const int64_t ops_before = profile.total_ticks();
+    const int64_t start = profile.Now();
     if (!runner.Execute(step.seqs, &logits).ok()) std::abort();
-    const double us =
-        std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start)
-            .count();
-    const double op_us = 1e-3 * static_cast<double>(backend.profile()->total_nanos() - ops_before);
-    out->step_us.push_back(us);
-    out->host_us.push_back(us - op_us);
+    const int64_t step_ticks = profile.Now() - start;
+    const int64_t op_ticks = profile.total_ticks() - ops_before;
+    out->step_us.push_back(1e-3 * profile.Nanos(step_ticks));
+    out->host_us.push_back(1e-3 * profile.Nanos(step_ticks - op_ticks));
   }
 }
 

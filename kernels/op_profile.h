@@ -1,0 +1,82 @@
+// OpProfile: wall time per op name, kept by the host backends when MLASERVE_PROFILE=1 and
+// printed to stderr when the backend goes away.
+//
+// It runs between ops, so what it costs is counted as step overhead by whoever measures the
+// ops against the step (tools/bench/graph_bench.cc). After an op that streamed gigabytes of
+// weights little of what it touches is still cached, so it touches as little as it can:
+// - its clock is the time-stamp counter where the processor declares it invariant (constant
+//   rate in every power state, CPUID 0x80000007 EDX bit 8), read with no memory access; a
+//   steady_clock read goes through the vDSO's data page, which such an op has evicted. Where
+//   the counter is not invariant, or not x86, the clock is steady_clock in nanoseconds.
+// - Add writes one fixed slot chosen by the name's address (open addressing, no allocation):
+//   a single cache line, where a search of a list read several.
+//
+// Thread-compatible: one thread (the backend's caller) calls Now and Add.
+#ifndef MLASERVE_KERNELS_OP_PROFILE_H_
+#define MLASERVE_KERNELS_OP_PROFILE_H_
+
+#include <array>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+
+namespace mlaserve {
+
+class OpProfile {
+ public:
+  // A profile when MLASERVE_PROFILE=1, else nullptr.
+  static std::unique_ptr<OpProfile> FromEnvironment();
+
+  // use_tsc: count time-stamp counter ticks (honoured only where the counter is invariant).
+  explicit OpProfile(bool use_tsc = true);
+  ~OpProfile();  // prints the table to stderr
+  OpProfile(const OpProfile&) = delete;
+  OpProfile& operator=(const OpProfile&) = delete;
+
+  // Whether the clock is the time-stamp counter.
+  bool counts_tsc() const { return tsc_; }
+
+  // The clock, in ticks; only differences of two readings mean anything.
+  int64_t Now() const {
+#if defined(__x86_64__)
+    if (tsc_) return static_cast<int64_t>(__builtin_ia32_rdtsc());
+#endif
+    return SteadyNanos();
+  }
+
+  // Adds `ticks` (a difference of two Now() readings) to op `op`, a string that outlives the
+  // profile. REQUIRES: fewer than kSlots distinct name addresses over the profile's life.
+  void Add(const char* op, int64_t ticks);
+
+  // Sum of every Add so far: the time spent inside op bodies, in ticks.
+  int64_t total_ticks() const;
+
+  // `ticks` in nanoseconds, at the rate the clock has kept since the profile was made
+  // (steady_clock against the counter over that span: finer the longer the profile lives).
+  double Nanos(int64_t ticks) const;
+
+  // Slots for distinct name addresses.
+  static constexpr int kSlots = 64;
+
+ private:
+  struct Slot {
+    const char* op = nullptr;
+    int64_t calls = 0;
+    int64_t ticks = 0;
+  };
+
+  static int64_t SteadyNanos() {
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(
+               std::chrono::steady_clock::now().time_since_epoch())
+        .count();
+  }
+
+  std::array<Slot, kSlots> slots_{};
+  bool tsc_;
+  int64_t start_ticks_;
+  int64_t start_nanos_;
+};
+
+}  // namespace mlaserve
+
+#endif  // MLASERVE_KERNELS_OP_PROFILE_H_
