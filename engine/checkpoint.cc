@@ -17,6 +17,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
+#include "engine/read_file.h"
 #include "nlohmann/json.hpp"
 
 namespace mlaserve {
@@ -32,28 +33,6 @@ std::optional<DType> SafetensorsDType(std::string_view name) {
   if (name == "F32") return DType::kF32;
   if (name == "F8_E4M3") return DType::kF8E4M3;
   return std::nullopt;
-}
-
-// Product of the dims (all >= 0); nullopt when it does not fit in int64.
-
-absl::Status OpenError(const std::string& path, int err) {
-  if (err == ENOENT || err == ENOTDIR)
-    return absl::NotFoundError(absl::StrCat(path, ": no such file"));
-  return absl::FailedPreconditionError(absl::StrCat(path, ": ", std::strerror(err)));
-}
-
-absl::StatusOr<std::string> ReadWholeFile(const std::string& path) {
-  std::FILE* file = std::fopen(path.c_str(), "rb");
-  if (file == nullptr) return OpenError(path, errno);
-  std::string text;
-  char chunk[1 << 16];
-  size_t n;
-  while ((n = std::fread(chunk, 1, sizeof chunk, file)) > 0) text.append(chunk, n);
-  const bool failed = std::ferror(file) != 0;
-  const int err = errno;
-  std::fclose(file);
-  if (failed) return absl::FailedPreconditionError(absl::StrCat(path, ": ", std::strerror(err)));
-  return text;
 }
 
 bool FileExists(const std::string& path) {

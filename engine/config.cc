@@ -1,9 +1,6 @@
 #include "engine/config.h"
 
-#include <cerrno>
 #include <cmath>
-#include <cstdio>
-#include <cstring>
 #include <exception>
 #include <limits>
 #include <optional>
@@ -12,6 +9,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
+#include "engine/read_file.h"
 #include "nlohmann/json.hpp"
 
 namespace mlaserve {
@@ -358,25 +356,9 @@ absl::StatusOr<ModelConfig> ParseModelConfig(std::string_view json_text) {
 
 absl::StatusOr<ModelConfig> LoadModelConfig(const std::string& model_dir) {
   const std::string path = model_dir + "/config.json";
-  std::FILE* file = std::fopen(path.c_str(), "rb");
-  if (file == nullptr) {
-    const int err = errno;
-    if (err == ENOENT || err == ENOTDIR) {
-      return absl::NotFoundError(absl::StrCat(path, ": no such file"));
-    }
-    return absl::FailedPreconditionError(absl::StrCat(path, ": cannot open: ", std::strerror(err)));
-  }
-  std::string text;
-  char chunk[1 << 16];
-  size_t n;
-  while ((n = std::fread(chunk, 1, sizeof chunk, file)) > 0) text.append(chunk, n);
-  const bool failed = std::ferror(file) != 0;
-  const int err = errno;
-  std::fclose(file);
-  if (failed) {
-    return absl::FailedPreconditionError(absl::StrCat(path, ": read failed: ", std::strerror(err)));
-  }
-  absl::StatusOr<ModelConfig> config = ParseModelConfig(text);
+  absl::StatusOr<std::string> text = ReadWholeFile(path);
+  if (!text.ok()) return text.status();
+  absl::StatusOr<ModelConfig> config = ParseModelConfig(*text);
   if (!config.ok()) {
     return absl::Status(config.status().code(),
                         absl::StrCat(path, ": ", config.status().message()));

@@ -1,5 +1,7 @@
 #include "engine/config.h"
 
+#include <sys/stat.h>
+
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -183,6 +185,16 @@ TEST(ConfigTest, MissingFileIsNotFoundNamingThePath) {
   ASSERT_FALSE(c.ok());
   EXPECT_EQ(c.status().code(), absl::StatusCode::kNotFound);
   EXPECT_THAT(c.status().message(), HasSubstr(dir.path() + "/nope/config.json"));
+}
+
+// A config.json that opens but cannot be read (a folder: read(2) fails with EISDIR).
+TEST(ConfigTest, UnreadableFileIsFailedPreconditionNamingThePath) {
+  TempDir dir;
+  ASSERT_EQ(mkdir(dir.File("config.json").c_str(), 0755), 0);
+  const absl::StatusOr<ModelConfig> c = LoadModelConfig(dir.path());
+  ASSERT_FALSE(c.ok());
+  EXPECT_EQ(c.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(c.status().message(), HasSubstr(dir.File("config.json") + ": read failed: "));
 }
 
 TEST(ConfigTest, LoadErrorsNameFileAndField) {
