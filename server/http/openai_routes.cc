@@ -98,12 +98,13 @@ HttpReply OpenAiRoutes::Health() const {
   return ErrorReply(absl::UnavailableError(absl::StrCat("not serving: ", reason)));
 }
 
+std::shared_ptr<ServingEngine> OpenAiRoutes::CurrentEngine() const {
+  absl::MutexLock lock(&mu_);
+  return engine_;
+}
+
 HttpReply OpenAiRoutes::Models(std::string_view id) const {
-  std::shared_ptr<ServingEngine> engine;
-  {
-    absl::MutexLock lock(&mu_);
-    engine = engine_;
-  }
+  const std::shared_ptr<ServingEngine> engine = CurrentEngine();
   if (engine == nullptr) return ErrorReply(Loading());
   const std::string& name = engine->description().model_name;
   const json model = {{"id", name},
@@ -118,11 +119,7 @@ HttpReply OpenAiRoutes::Models(std::string_view id) const {
 }
 
 HttpReply OpenAiRoutes::Tokenize(std::string_view body) const {
-  std::shared_ptr<ServingEngine> engine;
-  {
-    absl::MutexLock lock(&mu_);
-    engine = engine_;
-  }
+  const std::shared_ptr<ServingEngine> engine = CurrentEngine();
   if (engine == nullptr) return ErrorReply(Loading());
   absl::StatusOr<json> request = ParseObject(body);
   if (!request.ok()) return ErrorReply(request.status());
@@ -147,11 +144,7 @@ HttpReply OpenAiRoutes::Tokenize(std::string_view body) const {
 }
 
 HttpReply OpenAiRoutes::Detokenize(std::string_view body) const {
-  std::shared_ptr<ServingEngine> engine;
-  {
-    absl::MutexLock lock(&mu_);
-    engine = engine_;
-  }
+  const std::shared_ptr<ServingEngine> engine = CurrentEngine();
   if (engine == nullptr) return ErrorReply(Loading());
   absl::StatusOr<json> request = ParseObject(body);
   if (!request.ok()) return ErrorReply(request.status());

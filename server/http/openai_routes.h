@@ -75,6 +75,8 @@ class OpenAiRoutes {
   HttpReply Models(std::string_view id) const;
   HttpReply Tokenize(std::string_view body) const;
   HttpReply Detokenize(std::string_view body) const;
+  // The engine set by SetEngine, or nullptr while the model loads.
+  std::shared_ptr<ServingEngine> CurrentEngine() const;
   Routed Complete(OpenAiEndpoint endpoint, std::string_view body, std::function<void()> wake);
 
   const OpenAiRoutesOptions options_;
