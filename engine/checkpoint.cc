@@ -17,7 +17,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
-#include "engine/read_file.h"
+#include "engine/util/read_file.h"
 #include "nlohmann/json.hpp"
 
 namespace mlaserve {

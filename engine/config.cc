@@ -9,7 +9,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
-#include "engine/read_file.h"
+#include "engine/util/read_file.h"
 #include "nlohmann/json.hpp"
 
 namespace mlaserve {

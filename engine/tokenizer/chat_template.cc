@@ -2,8 +2,6 @@
 
 #include <cstdlib>
 #include <ctime>
-#include <fstream>
-#include <sstream>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
@@ -11,6 +9,7 @@
 #include "engine/tokenizer/jinja_eval.h"
 #include "engine/tokenizer/jinja_lexer.h"
 #include "engine/tokenizer/jinja_parser.h"
+#include "engine/util/read_file.h"
 #include "nlohmann/json.hpp"
 
 namespace mlaserve {
@@ -20,14 +19,6 @@ struct ChatTemplate::Compiled {
 };
 
 namespace {
-
-absl::StatusOr<std::string> ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::NotFoundError(absl::StrCat("cannot read ", path));
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
 
 std::string TokenText(const nlohmann::json& config, const char* key) {
   auto it = config.find(key);
@@ -79,7 +70,8 @@ absl::StatusOr<ChatTemplate> ChatTemplate::Load(const std::string& model_dir,
                                                 const std::string& override_file) {
   std::string path = model_dir + "/tokenizer_config.json";
   nlohmann::json config = nlohmann::json::object();
-  auto text = ReadFile(path);
+  auto text = ReadWholeFile(path);
+  if (!text.ok() && !absl::IsNotFound(text.status())) return text.status();
   if (text.ok()) {
     config = nlohmann::json::parse(*text, nullptr, /*allow_exceptions=*/false);
     if (config.is_discarded() || !config.is_object()) {
@@ -90,7 +82,7 @@ absl::StatusOr<ChatTemplate> ChatTemplate::Load(const std::string& model_dir,
   }
   std::string source;
   if (!override_file.empty()) {
-    auto o = ReadFile(override_file);
+    auto o = ReadWholeFile(override_file);
     if (!o.ok()) return o.status();
     source = std::move(*o);
   } else {

@@ -2,14 +2,13 @@
 
 #include <algorithm>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 #include <utility>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "engine/tokenizer/components.h"
 #include "engine/tokenizer/unicode.h"
+#include "engine/util/read_file.h"
 
 namespace mlaserve {
 namespace {
@@ -17,16 +16,6 @@ namespace {
 using tokenizer_internal::AddedToken;
 using tokenizer_internal::AddedTokenMatcher;
 using tokenizer_internal::Pipeline;
-
-absl::StatusOr<std::string> ReadFile(const std::filesystem::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::NotFoundError(absl::StrCat("cannot open ", path.string()));
-  std::ostringstream contents;
-  contents << in.rdbuf();
-  if (!in.good() && !in.eof())
-    return absl::DataLossError(absl::StrCat("cannot read ", path.string()));
-  return std::move(contents).str();
-}
 
 absl::Status ParseAddedTokens(const nlohmann::json& json, Pipeline* p) {
   if (json.is_null()) return absl::OkStatus();
@@ -169,12 +158,12 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::Load(const std::string& pa
   std::filesystem::path file(path);
   std::error_code error;
   if (std::filesystem::is_directory(file, error)) file /= "tokenizer.json";
-  auto text = ReadFile(file);
+  auto text = ReadWholeFile(file.string());
   if (!text.ok()) return text.status();
   const std::filesystem::path config_path = file.parent_path() / "tokenizer_config.json";
   std::string config_text;
   if (std::filesystem::exists(config_path, error)) {
-    auto config = ReadFile(config_path);
+    auto config = ReadWholeFile(config_path.string());
     if (!config.ok()) return config.status();
     config_text = std::move(*config);
   }

@@ -140,5 +140,15 @@ TEST(ChatTemplateTest, LoadsTheEmbeddedModelTemplate) {
   EXPECT_EQ(ChatTemplate::Load("/nonexistent").status().code(), absl::StatusCode::kNotFound);
 }
 
+// A --chat_template that opens but cannot be read (a folder) fails the load naming it; it used
+// to load as an empty template that rendered every chat as "".
+TEST(ChatTemplateTest, UnreadableOverrideFailsNamingIt) {
+  const char* src = std::getenv("MLASERVE_SOURCE_DIR");
+  const std::string model = std::string(src ? src : ".") + "/models/mlaserve-tiny-moe";
+  const absl::Status status = ChatTemplate::Load(model, model).status();
+  EXPECT_EQ(status.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(status.message()), testing::HasSubstr(model + ": read failed"));
+}
+
 }  // namespace
 }  // namespace mlaserve

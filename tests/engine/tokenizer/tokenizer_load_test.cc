@@ -60,6 +60,16 @@ TEST_F(TokenizerLoadTest, MissingFileIsNotFound) {
   EXPECT_EQ(Tokenizer::Load(dir_.string()).status().code(), absl::StatusCode::kNotFound);
 }
 
+// A model folder whose tokenizer.json opens but cannot be read (a folder) is an error naming
+// it, not an empty file.
+TEST_F(TokenizerLoadTest, UnreadableFileIsFailedPreconditionNamingIt) {
+  const std::filesystem::path folder = dir_ / "tokenizer.json";
+  ASSERT_TRUE(std::filesystem::create_directory(folder));
+  const absl::Status status = Tokenizer::Load(dir_.string()).status();
+  EXPECT_EQ(status.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(status.message()), HasSubstr(folder.string() + ": read failed"));
+}
+
 TEST_F(TokenizerLoadTest, MalformedJsonNamesTheFile) {
   const absl::Status status = Write("{\"model\": ");
   EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);

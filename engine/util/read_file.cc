@@ -1,4 +1,4 @@
-#include "engine/read_file.h"
+#include "engine/util/read_file.h"
 
 #include <cerrno>
 #include <cstdio>
