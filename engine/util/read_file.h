@@ -1,7 +1,7 @@
-// Whole-file reads for the engine's small files (config.json, the shard index, tokenizer.json,
-// tokenizer_config.json, a chat template), with errors that name the file: NotFound when it
-// (or a folder on its path) does not exist, FailedPrecondition when it cannot be opened or read
-// (permissions, a folder, an I/O error).
+// Whole-file reads for the small files the engine and the server read (config.json, the shard
+// index, tokenizer.json, tokenizer_config.json, a chat template, PEM and token files), with
+// errors that name the file: NotFound when it (or a folder on its path) does not exist,
+// FailedPrecondition when it cannot be opened or read (permissions, a folder, an I/O error).
 #ifndef MLASERVE_ENGINE_UTIL_READ_FILE_H_
 #define MLASERVE_ENGINE_UTIL_READ_FILE_H_
 

@@ -1,13 +1,12 @@
 #include "server/cli/chat_template_command.h"
 
-#include <fstream>
 #include <iostream>
-#include <sstream>
 #include <string>
 
 #include "absl/flags/declare.h"
 #include "absl/flags/flag.h"
 #include "engine/tokenizer/chat_template.h"
+#include "engine/util/read_file.h"
 #include "nlohmann/json.hpp"
 #include "server/cli/engine_flags.h"
 
@@ -21,14 +20,12 @@ namespace mlaserve {
 namespace {
 
 bool ReadJsonFile(const std::string& path, nlohmann::json* out) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    std::cerr << "mlaserve chat-template: cannot read " << path << "\n";
+  absl::StatusOr<std::string> text = ReadWholeFile(path);
+  if (!text.ok()) {
+    std::cerr << "mlaserve chat-template: " << text.status().message() << "\n";
     return false;
   }
-  std::stringstream ss;
-  ss << in.rdbuf();
-  *out = nlohmann::json::parse(ss.str(), nullptr, /*allow_exceptions=*/false);
+  *out = nlohmann::json::parse(*text, nullptr, /*allow_exceptions=*/false);
   if (out->is_discarded() || !out->is_array()) {
     std::cerr << "mlaserve chat-template: " << path << " is not a JSON array\n";
     return false;

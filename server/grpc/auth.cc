@@ -1,10 +1,8 @@
 #include "server/grpc/auth.h"
 
-#include <fstream>
-#include <sstream>
-
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "engine/util/read_file.h"
 
 namespace mlaserve {
 namespace {
@@ -25,13 +23,12 @@ bool ConstantTimeEquals(const std::string& given, const std::string& secret) {
 
 absl::StatusOr<BearerAuth> BearerAuth::FromFile(const std::string& path) {
   if (path.empty()) return BearerAuth();
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream content;
-  content << in.rdbuf();
-  if (!in.good()) {
-    return absl::InvalidArgumentError(absl::StrCat("--auth_token_file: cannot read \"", path, "\""));
+  absl::StatusOr<std::string> content = ReadWholeFile(path);
+  if (!content.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--auth_token_file: ", content.status().message()));
   }
-  std::string token(absl::StripAsciiWhitespace(content.str()));
+  std::string token(absl::StripAsciiWhitespace(*content));
   if (token.empty()) {
     return absl::InvalidArgumentError(absl::StrCat("--auth_token_file: \"", path, "\" is empty"));
   }

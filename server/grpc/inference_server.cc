@@ -4,11 +4,10 @@
 #include <unistd.h>
 
 #include <chrono>
-#include <fstream>
-#include <sstream>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "engine/util/read_file.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "server/common/log.h"
 
@@ -28,13 +27,14 @@ bool Ipv6Available() {
 }
 
 absl::StatusOr<std::string> ReadPem(const std::string& path, const char* flag) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream content;
-  content << in.rdbuf();
-  if (!in.good() || content.str().empty()) {
-    return absl::InvalidArgumentError(absl::StrCat("--", flag, ": cannot read \"", path, "\""));
+  absl::StatusOr<std::string> content = ReadWholeFile(path);
+  if (!content.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("--", flag, ": ", content.status().message()));
   }
-  return content.str();
+  if (content->empty()) {
+    return absl::InvalidArgumentError(absl::StrCat("--", flag, ": \"", path, "\" is empty"));
+  }
+  return content;
 }
 
 absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> Credentials(

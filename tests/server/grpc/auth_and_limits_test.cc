@@ -84,7 +84,13 @@ TEST(AuthTest, AnUnreadableOrEmptyTokenFileIsRefusedNamingTheFlag) {
   options.auth_token_file = "/nonexistent/token";
   auto missing = InferenceServer::Start(options);
   ASSERT_FALSE(missing.ok());
-  EXPECT_THAT(missing.status().message(), HasSubstr("--auth_token_file"));
+  EXPECT_THAT(missing.status().message(),
+              HasSubstr("--auth_token_file: /nonexistent/token: no such file"));
+  options.auth_token_file = ::testing::TempDir();  // a folder: opens, but cannot be read
+  auto folder = InferenceServer::Start(options);
+  ASSERT_FALSE(folder.ok());
+  EXPECT_THAT(folder.status().message(), HasSubstr("--auth_token_file: "));
+  EXPECT_THAT(folder.status().message(), HasSubstr(": read failed: "));
 }
 
 TEST(LimitsTest, TextPromptsOverTheByteLimitAreRefusedBeforeTokenization) {
