@@ -26,6 +26,18 @@ bool InvariantTsc() {
 #endif
 }
 
+// Whether Linux keeps time with the counter itself: it does so only once it has found the
+// counter synchronized across processors and steady (its watchdog demotes it otherwise), which
+// an invariant counter alone does not promise across the vCPUs of a virtual machine.
+bool KernelClockIsTsc() {
+  std::FILE* f = std::fopen("/sys/devices/system/clocksource/clocksource0/current_clocksource", "r");
+  if (f == nullptr) return false;
+  char name[32] = {};
+  const bool read = std::fgets(name, sizeof name, f) != nullptr;
+  std::fclose(f);
+  return read && std::strncmp(name, "tsc\n", 4) == 0;
+}
+
 // Fibonacci hashing of the name's address onto the slots (names are at least 1-byte aligned
 // string literals; the low bits alone would crowd them).
 int HomeSlot(const char* op) {
@@ -42,7 +54,7 @@ std::unique_ptr<OpProfile> OpProfile::FromEnvironment() {
 }
 
 OpProfile::OpProfile(bool use_tsc)
-    : tsc_(use_tsc && InvariantTsc()), start_ticks_(Now()), start_nanos_(SteadyNanos()) {}
+    : tsc_(use_tsc && InvariantTsc() && KernelClockIsTsc()), start_ticks_(Now()), start_nanos_(SteadyNanos()) {}
 
 void OpProfile::Add(const char* op, int64_t ticks) {
   for (int probe = 0, i = HomeSlot(op); probe < kSlots; ++probe, i = (i + 1) % kSlots) {

@@ -4,10 +4,11 @@
 // It runs between ops, so what it costs is counted as step overhead by whoever measures the
 // ops against the step (tools/bench/graph_bench.cc). After an op that streamed gigabytes of
 // weights little of what it touches is still cached, so it touches as little as it can:
-// - its clock is the time-stamp counter where the processor declares it invariant (constant
-//   rate in every power state, CPUID 0x80000007 EDX bit 8), read with no memory access; a
-//   steady_clock read goes through the vDSO's data page, which such an op has evicted. Where
-//   the counter is not invariant, or not x86, the clock is steady_clock in nanoseconds.
+// - its clock is the time-stamp counter, read with no memory access, where the processor
+//   declares it invariant (constant rate in every power state, CPUID 0x80000007 EDX bit 8) and
+//   Linux keeps time with it (current clocksource `tsc`: synchronized across processors); a
+//   steady_clock read goes through the vDSO's data page, which such an op has evicted.
+//   Elsewhere (or not on x86) the clock is steady_clock in nanoseconds.
 // - Add writes one fixed slot chosen by the name's address (open addressing, no allocation):
 //   a single cache line, where a search of a list read several.
 //
@@ -27,7 +28,7 @@ class OpProfile {
   // A profile when MLASERVE_PROFILE=1, else nullptr.
   static std::unique_ptr<OpProfile> FromEnvironment();
 
-  // use_tsc: count time-stamp counter ticks (honoured only where the counter is invariant).
+  // use_tsc: count time-stamp counter ticks (honoured only where the counter qualifies, above).
   explicit OpProfile(bool use_tsc = true);
   ~OpProfile();  // prints the table to stderr
   OpProfile(const OpProfile&) = delete;
