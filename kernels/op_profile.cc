@@ -4,38 +4,23 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
+#include <string>
 #include <vector>
 
-#if defined(__x86_64__)
-#include <cpuid.h>
-#endif
-
 #include "kernels/check.h"
+#include "kernels/cpu/cpu_features.h"
 
 namespace mlaserve {
 namespace {
-
-bool InvariantTsc() {
-#if defined(__x86_64__)
-  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
-  if (__get_cpuid(0x80000000u, &eax, &ebx, &ecx, &edx) == 0 || eax < 0x80000007u) return false;
-  __get_cpuid(0x80000007u, &eax, &ebx, &ecx, &edx);
-  return (edx & (1u << 8)) != 0;
-#else
-  return false;
-#endif
-}
 
 // Whether Linux keeps time with the counter itself: it does so only once it has found the
 // counter synchronized across processors and steady (its watchdog demotes it otherwise), which
 // an invariant counter alone does not promise across the vCPUs of a virtual machine.
 bool KernelClockIsTsc() {
-  std::FILE* f = std::fopen("/sys/devices/system/clocksource/clocksource0/current_clocksource", "r");
-  if (f == nullptr) return false;
-  char name[32] = {};
-  const bool read = std::fgets(name, sizeof name, f) != nullptr;
-  std::fclose(f);
-  return read && std::strncmp(name, "tsc\n", 4) == 0;
+  std::string name;
+  std::ifstream("/sys/devices/system/clocksource/clocksource0/current_clocksource") >> name;
+  return name == "tsc";
 }
 
 // Fibonacci hashing of the name's address onto the slots (names are at least 1-byte aligned
@@ -54,7 +39,9 @@ std::unique_ptr<OpProfile> OpProfile::FromEnvironment() {
 }
 
 OpProfile::OpProfile(bool use_tsc)
-    : tsc_(use_tsc && InvariantTsc() && KernelClockIsTsc()), start_ticks_(Now()), start_nanos_(SteadyNanos()) {}
+    : tsc_(use_tsc && GetCpuInfo().invariant_tsc && KernelClockIsTsc()),
+      start_ticks_(Now()),
+      start_nanos_(SteadyNanos()) {}
 
 void OpProfile::Add(const char* op, int64_t ticks) {
   for (int probe = 0, i = HomeSlot(op); probe < kSlots; ++probe, i = (i + 1) % kSlots) {

@@ -5,7 +5,7 @@
 // ops against the step (tools/bench/graph_bench.cc). After an op that streamed gigabytes of
 // weights little of what it touches is still cached, so it touches as little as it can:
 // - its clock is the time-stamp counter, read with no memory access, where the processor
-//   declares it invariant (constant rate in every power state, CPUID 0x80000007 EDX bit 8) and
+//   declares it invariant (CpuInfo::invariant_tsc: one rate in every power state) and
 //   Linux keeps time with it (current clocksource `tsc`: synchronized across processors); a
 //   steady_clock read goes through the vDSO's data page, which such an op has evicted.
 //   Elsewhere (or not on x86) the clock is steady_clock in nanoseconds.

@@ -160,13 +160,10 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::Load(const std::string& pa
   if (std::filesystem::is_directory(file, error)) file /= "tokenizer.json";
   auto text = ReadWholeFile(file.string());
   if (!text.ok()) return text.status();
-  const std::filesystem::path config_path = file.parent_path() / "tokenizer_config.json";
-  std::string config_text;
-  if (std::filesystem::exists(config_path, error)) {
-    auto config = ReadWholeFile(config_path.string());
-    if (!config.ok()) return config.status();
-    config_text = std::move(*config);
-  }
+  // tokenizer_config.json is optional: absent, it contributes nothing.
+  auto config = ReadWholeFile((file.parent_path() / "tokenizer_config.json").string());
+  if (!config.ok() && !absl::IsNotFound(config.status())) return config.status();
+  const std::string config_text = config.ok() ? *std::move(config) : std::string();
 
   auto tokenizer = Parse(*text, config_text);
   if (!tokenizer.ok()) {

@@ -143,6 +143,7 @@ CpuInfo Detect() {
   info.amx_bf16 = amx_state && Bit(leaf7.edx, 22);
   info.amx_tile = amx_state && Bit(leaf7.edx, 24);
   info.amx_permitted = info.amx_tile && info.amx_bf16 && RequestAmxPermission();
+  info.invariant_tsc = Cpuid(0x80000000).eax >= 0x80000007 && Bit(Cpuid(0x80000007).edx, 8);
 
   DetectCaches(info);
   return info;

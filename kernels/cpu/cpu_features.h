@@ -31,6 +31,9 @@ struct CpuInfo {
   // Linux granted this process the AMX tile data state (arch_prctl ARCH_REQ_XCOMP_PERM, asked
   // once, at detection, when the processor has AMX); without it a tile instruction faults.
   bool amx_permitted = false;
+  // The time-stamp counter runs at one rate in every power state (CPUID 0x80000007 EDX bit 8,
+  // Linux's nonstop_tsc).
+  bool invariant_tsc = false;
   // Caches as Linux's sysfs describes them for the processors this process may run on (its
   // affinity mask at detection); 0: unknown. l2_bytes per core; l3_bytes one level-3 cache,
   // l3_instances how many distinct ones those processors share.

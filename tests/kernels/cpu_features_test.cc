@@ -55,6 +55,7 @@ TEST(CpuFeaturesTest, AgreesWithProcCpuinfo) {
   EXPECT_EQ(c.avx512_bf16, flags.count("avx512_bf16") > 0);
   EXPECT_EQ(c.amx_tile, flags.count("amx_tile") > 0);
   EXPECT_EQ(c.amx_bf16, flags.count("amx_bf16") > 0);
+  EXPECT_EQ(c.invariant_tsc, flags.count("nonstop_tsc") > 0);
 }
 
 // The level-`level` data or unified cache of this processor by the deterministic cache
