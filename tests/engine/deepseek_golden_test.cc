@@ -14,10 +14,8 @@
 #include "kernels/cpu/cpu_features.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/ref/ref_backend.h"
+#include "tests/engine/cuda_test_backend.h"
 #include "tests/engine/model_test_util.h"
-#ifdef MLASERVE_TEST_CUDA_SIM
-#include "kernels/cuda/cuda_backend_factory.h"
-#endif
 
 namespace mlaserve {
 namespace {
@@ -108,17 +106,13 @@ int32_t CheckDraw(const StepLogits& logits, size_t row, const Golden& golden, si
 
 // The oracle, the production CPU backend (2 threads, so work is really split), the AMX build
 // over software tiles where AVX512_BF16 runs and, where the CUDA Toolkit is installed, the CUDA
-// backend with its kernels run by the SIMT simulator.
+// backend with its kernels run by the SIMT simulator (`cuda_sim`) or, in the `_gpu` build, on a
+// device (`cuda`, alone).
 std::unique_ptr<Backend> MakeBackend(const std::string& name, DType dtype = DType::kF32) {
   if (name == "ref") return MakeRefBackend(dtype);
-#ifdef MLASERVE_TEST_CUDA_SIM
-  if (name == "cuda_sim") {
-    auto backend = cuda_sim::NewCudaBackend(
-        {.batch_invariant = dtype == DType::kBF16, .activation_dtype = dtype});
-    EXPECT_TRUE(backend.ok()) << backend.status();
-    return backend.ok() ? std::move(*backend) : nullptr;
+  if (name == testing::kCudaBackendName) {
+    return testing::NewCudaTestBackend(/*batch_invariant=*/dtype == DType::kBF16, dtype);
   }
-#endif
   if (name == "cpu_amx_emulated") {
     return std::make_unique<CpuBackend>(AmxEmulatedKernels(), 2,
                                         /*batch_invariant=*/dtype == DType::kBF16, dtype);
@@ -127,12 +121,11 @@ std::unique_ptr<Backend> MakeBackend(const std::string& name, DType dtype = DTyp
 }
 
 std::vector<std::string> BackendNames() {
+  if (testing::kCudaOnly) return {testing::kCudaBackendName};
   std::vector<std::string> names = {"ref", "cpu"};
   // The AMX build's prompt GEMMs over the software tiles, where it can run.
   if (DetectCpuIsa() >= CpuIsa::kAvx512Bf16) names.push_back("cpu_amx_emulated");
-#ifdef MLASERVE_TEST_CUDA_SIM
-  names.push_back("cuda_sim");
-#endif
+  if (testing::kCudaBuilt) names.push_back(testing::kCudaBackendName);
   return names;
 }
 
@@ -165,7 +158,8 @@ TEST_P(GoldenTest, GreedyIdsAndTopLogprobsMatchReference) {
     ASSERT_TRUE(runner->Execute({step}, &logits).ok());
     s.num_computed += step.num_new_tokens;
   }
-  const bool device_selects = backend_name == "cuda_sim";  // the host reads the others in place
+  // The host reads the others' logits in place.
+  const bool device_selects = backend_name == testing::kCudaBackendName;
   for (size_t i = 0; i < golden->steps.size(); ++i) {
     ASSERT_EQ(logits.items.size(), 1u);
     ASSERT_EQ(logits.items[0], 0);

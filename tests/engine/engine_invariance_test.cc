@@ -2,8 +2,9 @@
 // batch, cold or from the prefix cache, in one prefill or in chunks.
 //
 // Batch invariance is checked bit for bit (tokens and logprobs) on the ref and CPU backends and,
-// where the CUDA Toolkit exists, on the CUDA backend in the SIMT simulator (its split-KV decode
-// plans each sequence by its own length there; kernels/mla_split_plan.h). Prefills over
+// where the CUDA Toolkit exists, on the CUDA backend in the SIMT simulator and, in
+// engine_invariance_test_gpu, on a device (its split-KV decode plans each sequence by its own
+// length there; kernels/mla_split_plan.h). Prefills over
 // cached context (prefix-cache hits, later chunks of a chunked prefill) attend over that context
 // in rounds merged by log-sum-exp, which rounds differently from a single causal pass, so those
 // comparisons require identical tokens and logprobs equal to within float rounding.
@@ -17,10 +18,8 @@
 #include "gtest/gtest.h"
 #include "kernels/cpu/cpu_backend.h"
 #include "kernels/ref/ref_backend.h"
+#include "tests/engine/cuda_test_backend.h"
 #include "tests/engine/engine_test_util.h"
-#ifdef MLASERVE_TEST_CUDA_SIM
-#include "kernels/cuda/cuda_backend_factory.h"
-#endif
 
 namespace mlaserve {
 namespace {
@@ -79,18 +78,13 @@ Request SeededRequest(std::vector<int32_t> prompt, int32_t max_tokens, uint64_t 
   return request;
 }
 
-enum class BackendKind { kRef, kCpu, kCudaSim };
-constexpr const char* kBackendNames[] = {"Ref", "Cpu", "CudaSim"};  // by BackendKind
+enum class BackendKind { kRef, kCpu, kCuda };
+constexpr const char* kBackendNames[] = {"Ref", "Cpu", "Cuda"};  // by BackendKind
 
 std::unique_ptr<Backend> NewBackend(BackendKind kind) {
   if (kind == BackendKind::kRef) return MakeRefBackend();
   if (kind == BackendKind::kCpu) return MakeCpuBackend(2, /*batch_invariant=*/true);
-#ifdef MLASERVE_TEST_CUDA_SIM
-  auto backend = cuda_sim::NewCudaBackend({.batch_invariant = true});
-  EXPECT_TRUE(backend.ok()) << backend.status();
-  if (backend.ok()) return std::move(*backend);
-#endif
-  return nullptr;
+  return testing::NewCudaTestBackend(/*batch_invariant=*/true);
 }
 
 std::unique_ptr<Engine> BatchEngine(BackendKind kind) {
@@ -107,9 +101,9 @@ std::unique_ptr<Engine> BatchEngine(BackendKind kind) {
 // more arrive while it decodes, so its decodes share steps with their prefills (steps of many
 // rows, where kernels pick other code paths than for the few rows of a lone decode).
 void CheckBatchInvariance(BackendKind kind, Request probe, const std::string& what) {
-#ifndef MLASERVE_TEST_CUDA_SIM
-  if (kind == BackendKind::kCudaSim) GTEST_SKIP() << "built without the CUDA Toolkit";
-#endif
+  if (kind == BackendKind::kCuda && !testing::kCudaBuilt) {
+    GTEST_SKIP() << "built without the CUDA Toolkit";
+  }
   auto engine = BatchEngine(kind);
   ASSERT_NE(engine, nullptr);
   const StreamResult alone = RunToEnd(*engine, probe);
@@ -149,9 +143,11 @@ TEST_P(BatchInvarianceTest, SeededOutputDoesNotDependOnTheBatch) {
 }
 
 // Two CPU threads, so that the splits of work over the team are exercised as well.
-INSTANTIATE_TEST_SUITE_P(Backends, BatchInvarianceTest,
-                         ::testing::Values(BackendKind::kRef, BackendKind::kCpu,
-                                           BackendKind::kCudaSim),
+std::vector<BackendKind> InvarianceBackends() {
+  if (testing::kCudaOnly) return {BackendKind::kCuda};
+  return {BackendKind::kRef, BackendKind::kCpu, BackendKind::kCuda};
+}
+INSTANTIATE_TEST_SUITE_P(Backends, BatchInvarianceTest, ::testing::ValuesIn(InvarianceBackends()),
                          [](const auto& info) {
                            return std::string(kBackendNames[static_cast<int>(info.param)]);
                          });
