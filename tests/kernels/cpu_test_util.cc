@@ -8,28 +8,28 @@
 
 namespace mlaserve::test {
 
-void CpuVsRefTest::SetUp() {
+std::unique_ptr<CpuBackend> CpuVsRefTest::NewCpu(int threads, bool batch_invariant,
+                                                 DType activations) const {
   if (GetParam() == kAmxEmulated) {
-    if (DetectCpuIsa() < CpuIsa::kAvx512Bf16) {
-      GTEST_SKIP() << "the emulated AMX kernels need AVX512_BF16";
-    }
-    const CpuKernels& k = AmxEmulatedKernels();
-    cpu_ = std::make_unique<CpuBackend>(k, kThreads);
-    cpu_invariant_ = std::make_unique<CpuBackend>(k, kThreads, /*batch_invariant=*/true);
-    cpu_bf16_ = std::make_unique<CpuBackend>(k, kThreads, /*batch_invariant=*/false, DType::kBF16);
-    cpu_invariant_bf16_ =
-        std::make_unique<CpuBackend>(k, kThreads, /*batch_invariant=*/true, DType::kBF16);
-  } else {
-    ::setenv("MLASERVE_CPU_ISA", GetParam().c_str(), 1);
-    cpu_ = std::make_unique<CpuBackend>(kThreads);
-    cpu_invariant_ = std::make_unique<CpuBackend>(kThreads, /*batch_invariant=*/true);
-    cpu_bf16_ = std::make_unique<CpuBackend>(kThreads, /*batch_invariant=*/false, DType::kBF16);
-    cpu_invariant_bf16_ =
-        std::make_unique<CpuBackend>(kThreads, /*batch_invariant=*/true, DType::kBF16);
-    ::unsetenv("MLASERVE_CPU_ISA");
-    if (CpuIsaName(cpu_->isa()) != GetParam()) {
-      GTEST_SKIP() << "this processor cannot run the " << GetParam() << " kernels";
-    }
+    return std::make_unique<CpuBackend>(AmxEmulatedKernels(), threads, batch_invariant,
+                                        activations);
+  }
+  ::setenv("MLASERVE_CPU_ISA", GetParam().c_str(), 1);
+  auto backend = std::make_unique<CpuBackend>(threads, batch_invariant, activations);
+  ::unsetenv("MLASERVE_CPU_ISA");
+  return backend;
+}
+
+void CpuVsRefTest::SetUp() {
+  if (GetParam() == kAmxEmulated && DetectCpuIsa() < CpuIsa::kAvx512Bf16) {
+    GTEST_SKIP() << "the emulated AMX kernels need AVX512_BF16";
+  }
+  cpu_ = NewCpu(kThreads);
+  cpu_invariant_ = NewCpu(kThreads, /*batch_invariant=*/true);
+  cpu_bf16_ = NewCpu(kThreads, /*batch_invariant=*/false, DType::kBF16);
+  cpu_invariant_bf16_ = NewCpu(kThreads, /*batch_invariant=*/true, DType::kBF16);
+  if (GetParam() != kAmxEmulated && CpuIsaName(cpu_->isa()) != GetParam()) {
+    GTEST_SKIP() << "this processor cannot run the " << GetParam() << " kernels";
   }
   ref_ = MakeRefBackend();
   ref_bf16_ = MakeRefBackend(DType::kBF16);

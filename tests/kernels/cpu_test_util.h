@@ -26,6 +26,9 @@ class CpuVsRefTest : public ::testing::TestWithParam<std::string> {
   static constexpr int kThreads = 2;
 
   void SetUp() override;
+  // A backend of this test's ISA (or the emulated AMX build) on `threads` threads.
+  std::unique_ptr<CpuBackend> NewCpu(int threads, bool batch_invariant = false,
+                                     DType activations = DType::kF32) const;
 
   Backend& ref() { return *ref_; }
   Backend& cpu() { return *cpu_; }

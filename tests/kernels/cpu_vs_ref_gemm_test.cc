@@ -200,6 +200,39 @@ TEST_P(CpuGemmTest, FewerPanelsThanThreadsSplitsRows) {
   }
 }
 
+// Prompt-sized calls on many threads split rows into groups as well as columns
+// (kernels/cpu/cpu_gemm.cc, RowGroups): 16 threads give 2 to 7 groups of uneven thread counts
+// here. Against the oracle, and bit for bit against two threads where both take the packed
+// path for every row (--deterministic): a row's products and their order do not depend on the
+// split.
+TEST_P(CpuGemmTest, ManyThreadsSplitRowsAndColumns) {
+  std::mt19937 rng(16);
+  const std::unique_ptr<CpuBackend> wide = NewCpu(16);
+  const std::unique_ptr<CpuBackend> wide_invariant = NewCpu(16, /*batch_invariant=*/true);
+  for (DType w : {DType::kBF16, DType::kF32}) {
+    for (auto [m, n] : {std::pair<int64_t, int64_t>{128, 40}, {512, 200}, {601, 576}, {300, 33}}) {
+      const int64_t k = 300;
+      TestTensor a = RandomTensor(ref(), rng, DType::kF32, {m, k});
+      TestTensor b = RandomTensor(ref(), rng, w, {n, k});
+      TestTensor out_ref(ref(), DType::kF32, {m, n});
+      ref().Gemm({.a = a.view(), .b = b.view(), .out = out_ref.view()});
+      const std::string what = std::string(DTypeName(w)) + " m=" + std::to_string(m) +
+                               " n=" + std::to_string(n);
+      std::vector<float> invariant[2];
+      for (Backend* backend : {static_cast<Backend*>(wide.get()), &cpu_invariant(),
+                               static_cast<Backend*>(wide_invariant.get())}) {
+        TestTensor a_cpu = a.CloneTo(*backend), b_cpu = b.CloneTo(*backend);
+        TestTensor out_cpu(*backend, DType::kF32, {m, n});
+        backend->Gemm({.a = a_cpu.view(), .b = b_cpu.view(), .out = out_cpu.view()});
+        const std::vector<float> got = out_cpu.Read();
+        ExpectClose(got, out_ref.Read(), Atol(k), 1e-5, what, out_ref.shape());
+        if (backend != wide.get()) invariant[backend == &cpu_invariant() ? 0 : 1] = got;
+      }
+      EXPECT_EQ(invariant[0], invariant[1]) << what << ": 16 threads changed bits";
+    }
+  }
+}
+
 MLASERVE_INSTANTIATE_CPU_ISAS(CpuGemmTest);
 
 }  // namespace
