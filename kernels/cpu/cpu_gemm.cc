@@ -1,7 +1,6 @@
 // Gemm: out[b] = a[b] · b[b]ᵀ. The (batch, column panel) pairs are split statically over the
 // team, so each thread streams a contiguous slice of weight rows; when there are fewer pairs
-// than threads, the rows of a are split as well. Prompt-sized calls of one batch entry are
-// split in two dimensions instead (RowGroups).
+// than threads, the rows of a are split as well.
 #include <chrono>
 #include <cstdint>
 
@@ -25,30 +24,6 @@ Operand AsOperand(const TensorView& v) {
   return {static_cast<char*>(v.data()), batched ? v.stride(0) : 0, v.stride(-2), v.size(-2)};
 }
 
-// Row groups for a call of m rows and n columns on `threads`. Split by columns alone, every
-// thread packs all m rows of A for its slice of the columns, and at many threads that packing
-// outweighs the products: a 512-row call of 2,048 columns on 16 threads leaves each thread 128
-// columns. With g groups, a thread packs m / g rows of A and about n · g / threads columns of
-// B; g ≈ sqrt(m · threads / n) evens the two. A group keeps at least kMinGroupRows rows, so
-// its calls take the packed path as the whole call would (and calls of fewer rows, which
-// stream the weights, keep one group: each group reads the weights again).
-int RowGroups(int64_t m, int64_t n, int threads) {
-  constexpr int64_t kMinGroupRows = 64;
-  int g = 1;
-  while (g < threads && m / (g + 1) >= kMinGroupRows && g * g * n < m * threads) ++g;
-  return g;
-}
-
-// Rows [begin, end) of an m-row call for threads [t0, t1) of `team`: a share proportional to
-// the threads, with interior bounds on multiples of 16 (one tile of rows).
-Range RowsForThreads(int64_t m, int team, int64_t t0, int64_t t1) {
-  auto bound = [&](int64_t t) {
-    const int64_t r = (m * t / team + 8) / 16 * 16;
-    return t == team || r > m ? m : r;
-  };
-  return {bound(t0), bound(t1)};
-}
-
 // out_view = a_view · p.bᵀ for the rows of these views (slices of p.a and p.out), by `path`.
 void RunRows(const CpuContext& ctx, const GemmParams& p, const TensorView& a_view,
              const TensorView& out_view, GemmPath path) {
@@ -61,60 +36,43 @@ void RunRows(const CpuContext& ctx, const GemmParams& p, const TensorView& a_vie
   const int64_t panels = (n + panel - 1) / panel;
   const int64_t items = batch * panels;
   const int threads = ctx.ThreadsFor(batch * m * n * (k > 0 ? k : 1));
-  // One kernel call on thread t: rows [r0, r1) of batch entry bi, columns [n0, n1).
-  const auto call = [&](int t, int64_t bi, int64_t r0, int64_t r1, int64_t n0, int64_t n1) {
-    GemmArgs g;
-    g.a = reinterpret_cast<const float*>(a.data) + bi * a.batch_stride + r0 * a.row_stride;
-    g.lda = a.row_stride;
-    g.b = b.data + bi * b.batch_stride * b_elem;
-    g.b_dtype = p.b.dtype();
-    g.ldb = b.row_stride;
-    g.c = reinterpret_cast<float*>(out.data) + bi * out.batch_stride + r0 * out.row_stride;
-    g.ldc = out.row_stride;
-    g.m = r1 - r0;
-    g.k = k;
-    g.n_begin = n0;
-    g.n_end = n1 < n ? n1 : n;
-    g.path = path;
-    g.a_bf16 = ctx.RoundsInputsFor(p.b.dtype());
-    ctx.k().gemm(g, ctx.GemmScratch(t));
-  };
-
-  const int groups = batch == 1 ? RowGroups(m, n, threads) : 1;
-  if (groups > 1) {
-    ctx.Parallel(threads, [&](int t, int team) {
-      // Thread t's group: threads [mates.begin, mates.end), which split its rows' panels.
-      int group = 0;
-      while (SplitRange(team, groups, group).end <= t) ++group;
-      const Range mates = SplitRange(team, groups, group);
-      const Range rows = RowsForThreads(m, team, mates.begin, mates.end);
-      const Range cols = SplitRange(panels, static_cast<int>(mates.end - mates.begin),
-                                    static_cast<int>(t - mates.begin));
-      if (rows.begin < rows.end && cols.begin < cols.end) {
-        call(t, 0, rows.begin, rows.end, cols.begin * panel, cols.end * panel);
-      }
-    });
-    return;
-  }
   // Row groups per item, so that a few wide items still occupy the team.
   const int64_t row_groups = items >= threads ? 1 : threads / items;
+
   ctx.Parallel(threads, [&](int t, int team) {
     const Range units = SplitRange(items * row_groups, team, t);
     for (int64_t u = units.begin; u < units.end;) {
       const int64_t item = u / row_groups;
       const int64_t bi = item / panels;
-      const int64_t first = item - bi * panels;
+      GemmArgs g;
       if (row_groups == 1) {
         // Merge this thread's consecutive panels of one batch entry into one call.
         const int64_t last = units.end - 1 < (bi + 1) * panels - 1 ? units.end - 1
                                                                   : (bi + 1) * panels - 1;
-        call(t, bi, 0, m, first * panel, (last - bi * panels + 1) * panel);
+        g.n_begin = (item - bi * panels) * panel;
+        g.n_end = (last - bi * panels + 1) * panel < n ? (last - bi * panels + 1) * panel : n;
+        g.m = m;
+        g.a = reinterpret_cast<const float*>(a.data) + bi * a.batch_stride;
+        g.c = reinterpret_cast<float*>(out.data) + bi * out.batch_stride;
         u = last + 1;
       } else {
         const Range rows = SplitRange(m, static_cast<int>(row_groups), u % row_groups);
-        call(t, bi, rows.begin, rows.end, first * panel, (first + 1) * panel);
+        g.n_begin = (item - bi * panels) * panel;
+        g.n_end = g.n_begin + panel < n ? g.n_begin + panel : n;
+        g.m = rows.end - rows.begin;
+        g.a = reinterpret_cast<const float*>(a.data) + bi * a.batch_stride + rows.begin * a.row_stride;
+        g.c = reinterpret_cast<float*>(out.data) + bi * out.batch_stride + rows.begin * out.row_stride;
         ++u;
       }
+      g.lda = a.row_stride;
+      g.b = b.data + bi * b.batch_stride * b_elem;
+      g.b_dtype = p.b.dtype();
+      g.ldb = b.row_stride;
+      g.ldc = out.row_stride;
+      g.k = k;
+      g.path = path;
+      g.a_bf16 = ctx.RoundsInputsFor(p.b.dtype());
+      ctx.k().gemm(g, ctx.GemmScratch(t));
     }
   });
 }

@@ -200,11 +200,10 @@ TEST_P(CpuGemmTest, FewerPanelsThanThreadsSplitsRows) {
   }
 }
 
-// Prompt-sized calls on many threads split rows into groups as well as columns
-// (kernels/cpu/cpu_gemm.cc, RowGroups): 16 threads give 2 to 7 groups of uneven thread counts
-// here. Against the oracle, and bit for bit against two threads where both take the packed
-// path for every row (--deterministic): a row's products and their order do not depend on the
-// split.
+// Sixteen threads: outputs of a few to a few dozen panels, so some calls split rows among the
+// threads of a panel and others only columns. Against the oracle, and bit for bit against two
+// threads where both take the packed path for every row (--deterministic): a row's products
+// and their order do not depend on the split.
 TEST_P(CpuGemmTest, ManyThreadsSplitRowsAndColumns) {
   std::mt19937 rng(16);
   const std::unique_ptr<CpuBackend> wide = NewCpu(16);

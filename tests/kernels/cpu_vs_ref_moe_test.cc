@@ -21,6 +21,15 @@ TEST_P(CpuMoeTest, BatchInvariantDecodeTokensDoNotDependOnTheirCompany) {
   ExpectMoeExpertsDecodeTokensInvariant(ref(), cpu_invariant());
 }
 
+// Sixteen threads: column slices of a few panels, and threads left without a slice where
+// an expert is narrower than the team.
+TEST_P(CpuMoeTest, ExpertsMatchRefOnSixteenThreads) {
+  const std::unique_ptr<CpuBackend> cpu16 = NewCpu(16);
+  const std::unique_ptr<CpuBackend> cpu16_bf16 =
+      NewCpu(16, /*batch_invariant=*/false, DType::kBF16);
+  ExpectMoeExpertsMatchRef({ref(), ref_bf16(), *cpu16, *cpu16_bf16});
+}
+
 // The same with bf16 activations, whose decode rows take the bf16 dot product on builds with
 // AVX512_BF16 (cpu_dot_bf16_impl.h).
 TEST_P(CpuMoeTest, BatchInvariantBf16DecodeTokensDoNotDependOnTheirCompany) {
