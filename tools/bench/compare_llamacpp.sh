@@ -5,8 +5,9 @@
 # prints prompt and decode tokens/s of both and their ratios per round. Before every engine run
 # it runs the bench's read-bandwidth probe (membw.c) and prints, for each engine, the weight
 # bytes its decode reads per second as a fraction of the two-thread probe just before it (the
-# median over runs): the shared host's bandwidth moves within minutes, so a run is compared
-# with its own neighbour, not with a probe long before or after. With STREAMS=N (e.g. 16) it then
+# median over runs; with THREADS above two, of the CPU backend's start-up probe on those
+# threads): the shared host's bandwidth moves within minutes, so a run is compared with its
+# own neighbour, not with a probe long before or after. With STREAMS=N (e.g. 16) it then
 # compares batched decode: `mlaserve serve` under N concurrent gRPC streams (mlaserve-bench)
 # against llama.cpp decoding N sequences in one context, and the
 # aggregate rate as a multiple of llama.cpp's and of mlaserve's own one-stream decode in the same
@@ -128,10 +129,15 @@ info = json.load(open(sys.argv[2]))
 threads = sys.argv[3]
 per_token = info.get("bytes_per_token_bf16", 0)
 # Each engine run is paired with the probe run just before it (this shared host's bandwidth
-# moves by 2x within minutes): fraction = weight bytes read per second / that probe.
+# moves by 2x within minutes): fraction = weight bytes read per second / that probe. membw
+# reads with one and two threads; beyond two, the probe is the CPU backend's own start-up probe
+# on the same threads (probe_gbps of its `host` line, just before each mlaserve run).
+many_threads = int(threads) > 2
 probe, runs = None, []  # runs: (engine, dtype, pp tok/s, tg tok/s, probe)
 for line in lines:
-    if m := re.match(r"membw .*read_gb_s_2t=([0-9.]+)", line):
+    if not many_threads and (m := re.match(r"membw .*read_gb_s_2t=([0-9.]+)", line)):
+        probe = float(m.group(1))
+    elif many_threads and (m := re.match(r"host .*probe_gbps=([0-9.]+)", line)):
         probe = float(m.group(1))
     elif m := re.match(r"mlaserve pp\d+_tok_s=([0-9.]+) tg\d+_tok_s=([0-9.]+) dtype=(\S+)", line):
         runs.append(("mlaserve", m.group(3), float(m.group(1)), float(m.group(2)), probe))
