@@ -28,14 +28,7 @@ if [ -f "$plugin" ]; then
   install -m 0644 "$plugin" "$dest/usr/local/bin/mlaserve_cuda_plugin.so"
   objects+=("$plugin")
 fi
-for object in "${objects[@]}"; do
-  ldd "$object" | while read -r name arrow path rest; do
-    if [ "$arrow" != "=>" ]; then continue; fi
-    if [[ "$name" =~ $skip ]]; then continue; fi
-    if [ "$path" = "not" ]; then echo "stage-runtime: $name not found" >&2; exit 1; fi
-    cp -L "$path" "$dest/usr/local/lib/mlaserve/$name"
-  done
-done
+scripts/copy-shared-libs.sh "$dest/usr/local/lib/mlaserve" "$skip" "${objects[@]}"
 echo /usr/local/lib/mlaserve > "$dest/etc/ld.so.conf.d/mlaserve.conf"
 
 model_dest="$dest$(pwd)/models/mlaserve-tiny-moe"

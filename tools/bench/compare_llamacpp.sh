@@ -29,7 +29,8 @@
 #   BENCH_DIR: the peer benchmark folder (peer_llamacpp.sh, which installs the npm package);
 #   MODEL_DIR: holds config.json,
 #   model.safetensors and model-bf16.gguf (make_model.py --out MODEL_DIR)
-# env: LLAMACPP_PEER (the llamacpp-peer binary; default build/llamacpp-peer/llamacpp-peer),
+# env: MLASERVE_BIN_DIR (where mlaserve and mlaserve-bench are; default build/bin),
+#      LLAMACPP_PEER (the llamacpp-peer binary; default build/llamacpp-peer/llamacpp-peer),
 #      LLAMACPP_CPU_VARIANT (e.g. haswell: llama.cpp runs with only that variant of its CPU
 #      backend, from a copy of the peer's folder without the other libggml-cpu-*.so; with
 #      MLASERVE_CPU_ISA=avx2 both engines run their AVX2 builds, a stand-in for AVX2-only hosts),
@@ -41,6 +42,7 @@ set -euo pipefail
 bench=$1 model=$2 rounds=${3:-3}
 threads=${THREADS:-2} pp=${PP:-512} tg=${TG:-64} dtypes=${DTYPES:-float32}
 root="$(cd "$(dirname "$0")/../.." && pwd)"
+bin=${MLASERVE_BIN_DIR:-$root/build/bin}
 vocab=$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['vocab_size'])" "$model/config.json")
 bos=$((vocab - 2))
 ids=$(python3 -c "
@@ -76,7 +78,7 @@ fi
 for round in $(seq "$rounds"); do
   for dtype in $dtypes; do
     "$membw_bin" | tee -a "$log"
-    out=$("$root/build/bin/mlaserve" generate --model="$model" --backend=cpu --threads="$threads" \
+    out=$("$bin/mlaserve" generate --model="$model" --backend=cpu --threads="$threads" \
           --dtype="$dtype" --prompt_ids="$ids" --max_tokens="$tg" --ignore_eos --output=json \
           --max_num_batched_tokens="$pp" --kv_cache_tokens=$((pp + tg + 64)) 2>"$backend_log" \
           | tail -1)
@@ -98,17 +100,17 @@ done
 if [ "$streams" -gt 0 ]; then
   for stream_dtype in $stream_dtypes; do
     port=$((20000 + RANDOM % 20000))
-    "$root/build/bin/mlaserve" serve --model="$model" --backend=cpu --threads="$threads" \
+    "$bin/mlaserve" serve --model="$model" --backend=cpu --threads="$threads" \
         --dtype="$stream_dtype" --port="$port" --http_port=0 --metrics_port=0 \
         --max_num_seqs="$streams" 2>/dev/null &
     server=$!
     trap 'kill "$server" 2>/dev/null || true; rm -rf "$log" "$backend_log" $variant_dir' EXIT
     for _ in $(seq 600); do
-      "$root/build/bin/mlaserve-bench" --target="127.0.0.1:$port" --rpc=get_server_info \
+      "$bin/mlaserve-bench" --target="127.0.0.1:$port" --rpc=get_server_info \
           --num_prompts=1 --concurrency=1 >/dev/null 2>&1 && break
       sleep 0.5
     done
-    "$root/build/bin/mlaserve-bench" --target="127.0.0.1:$port" --num_prompts="$streams" \
+    "$bin/mlaserve-bench" --target="127.0.0.1:$port" --num_prompts="$streams" \
         --concurrency="$streams" --prompt_tokens="$stream_prompt" --output_tokens="$stream_tg" \
         2>/dev/null | awk -v n="$streams" -v d="$stream_dtype" \
           '/^decode tokens\/s \(aggregate\)/ {agg = $NF}

@@ -1,0 +1,141 @@
+#!/usr/bin/env bash
+# The checks that need an NVIDIA GPU (and the measurements worth taking on its host CPU), from
+# an archive of scripts/stage-hardware-checks.sh, in this order, each skipped when the time
+# left (SECONDS, default 540, from the start) is too short for it:
+#   gpu_tests.log     every *_gpu test binary, MLASERVE_POISON=1
+#   golden.log        tests/server/cli/generate_golden_test.py --backends=cpu,cuda
+#   cuda_perf.log     mlaserve generate --backend=cuda on lite-slice-4 (512-token prompt, 256
+#                     tokens), --deterministic on and off alternating, f32 twice and bf16 once
+#   sanitizer.log     compute-sanitizer memcheck and racecheck over SANITIZE (default
+#                     cuda_mla_split_test_gpu), where compute-sanitizer is installed
+#   cpu_compare.log   tools/bench/compare_llamacpp.sh on every CPU, two rounds, 16 streams
+#                     (needs the archive's llama/ and bench/)
+#   cuda_serve.log    mlaserve serve --backend=cuda under mlaserve-bench at 16 and 64 streams,
+#                     --deterministic on and off
+#   cpu_compare_2t.log  the comparison on two threads, one round
+# plus env.log (the GPU, the CPU, where cuBLAS was found). lite-slice-4 is written under
+# MODEL (default /tmp/lite-slice-4) by the archive's make_model.py unless it is there already.
+# Run from the root of a checkout of the commit the archive was built from.
+# usage: scripts/hardware-checks.sh ARCHIVE OUT_DIR [SECONDS]
+set -u
+[ $# -ge 2 ] || { echo "usage: $0 ARCHIVE OUT_DIR [SECONDS]" >&2; exit 2; }
+start=$SECONDS
+archive=$(realpath "$1") out=$(realpath -m "$2") budget=${3:-540}
+left() { echo $((budget - (SECONDS - start))); }
+cd "$(dirname "$0")/.."
+root=$PWD
+m=$(mktemp -d)
+trap 'rm -rf "$m"' EXIT
+mkdir -p "$out"
+tar -C "$m" -xJf "$archive" || exit 1
+bin=$m/bin
+cublas=$( (ldconfig -p | awk '/libcublas\.so\.13 /{print $NF}'
+          find /usr/local/cuda* /usr/lib /usr/local/lib /opt -name 'libcublas.so.13' 2>/dev/null) | head -1)
+export LD_LIBRARY_PATH=$m/lib:${cublas:+$(dirname "$cublas"):}${LD_LIBRARY_PATH:-}
+{
+  date -u
+  nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.max.sm --format=csv
+  lscpu | grep -E 'Model name|^CPU\(s\)|Thread|Core|L2|L3|NUMA node\(s\)'
+  grep -o 'amx[a-z_0-9]*' /proc/cpuinfo | sort -u | tr '\n' ' '; echo
+  echo "cublas=$cublas"
+  ldd "$bin/mlaserve_cuda_plugin.so" "$bin/mlaserve" | grep -E 'not found|cublas|cudart'
+} > "$out/env.log" 2>&1
+
+model=${MODEL:-/tmp/lite-slice-4}
+py=python3; python3 -c 'import numpy' 2>/dev/null || py=/usr/bin/python3
+mk=
+if [ ! -f "$model/config.json" ] && [ -f "$m/bench/make_model.py" ]; then
+  ($py "$m/bench/make_model.py" --preset lite-slice --layers 4 --out "$model" > /dev/null 2>&1
+   echo "make_model rc=$? at $((SECONDS - start)) s" >> "$out/env.log") &
+  mk=$!
+fi
+
+for t in "$bin"/*_gpu; do
+  t0=$SECONDS
+  MLASERVE_POISON=1 MLASERVE_TEST_DATA=$root/tests/data timeout 150 "$t" > "$m/test.log" 2>&1
+  rc=$?
+  echo "== $(basename "$t") rc=$rc $((SECONDS - t0)) s"
+  grep -E '^\[==========\] [0-9]+ tests? from .* ran|^\[  PASSED  \]|^\[  SKIPPED \] [0-9]+ tests?,' "$m/test.log"
+  grep -E -A12 '^\[  FAILED  \]|Failure$' "$m/test.log" | head -60
+  [ $rc -ne 0 ] && tail -20 "$m/test.log"
+done > "$out/gpu_tests.log" 2>&1
+
+timeout 150 python3 tests/server/cli/generate_golden_test.py --mlaserve="$bin/mlaserve" \
+    --models=tests/data/models --backends=cpu,cuda > "$out/golden.log" 2>&1
+echo "golden rc=$? at $((SECONDS - start)) s" >> "$out/golden.log"
+
+[ -n "$mk" ] && wait "$mk"
+if [ ! -f "$model/config.json" ]; then
+  echo "no model at $model: the measurements are skipped" >> "$out/env.log"
+  exit 0
+fi
+ids=$(python3 -c "
+import json, random, sys
+v = json.load(open(sys.argv[1]))['vocab_size']; r = random.Random(1)
+print(','.join([str(v - 2)] + [str(r.randrange(256, v - 2)) for _ in range(511)]))" "$model/config.json")
+
+for round in 1 2; do
+  for dtype in float32 bfloat16; do
+    [ "$dtype" = bfloat16 ] && [ "$round" = 2 ] && continue
+    for det in true false; do
+      [ "$(left)" -lt 300 ] && { echo "skipped: $(left) s left"; break 3; }
+      o=$(timeout 60 "$bin/mlaserve" generate --backend=cuda --model="$model" --dtype=$dtype \
+            --deterministic=$det --prompt_ids="$ids" --max_tokens=256 --ignore_eos \
+            --output=json 2> "$m/generate.err" | tail -1)
+      python3 - "$o" "$dtype" "$det" <<'PY' 2>/dev/null || tail -3 "$m/generate.err"
+import json, sys
+d = json.loads(sys.argv[1])
+print(f"cuda generate dtype={sys.argv[2]} deterministic={sys.argv[3]} "
+      f"prefill_ms={1e3 * d['prefill_seconds']:.1f} "
+      f"decode_tok_s={(d['completion_tokens'] - 1) / d['decode_seconds']:.1f}")
+PY
+    done
+  done
+done > "$out/cuda_perf.log" 2>&1
+
+sanitizer=$(command -v compute-sanitizer || ls /usr/local/cuda*/bin/compute-sanitizer 2>/dev/null | head -1)
+if [ -n "$sanitizer" ] && [ "$(left)" -gt 330 ]; then
+  for name in ${SANITIZE:-cuda_mla_split_test_gpu}; do
+    for tool in memcheck racecheck; do
+      MLASERVE_POISON=1 MLASERVE_TEST_DATA=$root/tests/data timeout 60 "$sanitizer" --tool $tool \
+          --error-exitcode 9 "$bin/$name" > "$m/sanitizer.log" 2>&1
+      echo "$name $tool rc=$?"; tail -2 "$m/sanitizer.log"
+    done
+  done > "$out/sanitizer.log" 2>&1
+fi
+
+cpu_compare() {  # THREADS ROUNDS STREAMS
+  THREADS=$1 DTYPES="float32 bfloat16" STREAMS=$3 STREAM_DTYPES="float32 bfloat16" \
+    MLASERVE_BIN_DIR=$bin LLAMACPP_PEER=$m/llama/llamacpp-peer \
+    timeout $(($(left) - 20)) tools/bench/compare_llamacpp.sh "$m/bench" "$model" "$2"
+  echo "compare threads=$1 rc=$? at $((SECONDS - start)) s"
+}
+can_compare=$([ -x "$m/llama/llamacpp-peer" ] && [ -x "$m/bench/.cache/bin/membw" ] && echo 1)
+[ -n "$can_compare" ] && [ "$(left)" -gt 200 ] && cpu_compare "$(nproc)" 2 16 > "$out/cpu_compare.log" 2>&1
+
+for det in true false; do
+  [ "$(left)" -lt 70 ] && { echo "skipped: $(left) s left"; break; }
+  port=$((20000 + RANDOM % 20000))
+  "$bin/mlaserve" serve --backend=cuda --model="$model" --deterministic=$det --port=$port \
+      --http_port=0 --metrics_port=0 --max_num_seqs=64 2> "$m/serve.err" &
+  server=$!
+  for _ in $(seq 120); do
+    kill -0 $server 2> /dev/null || break
+    "$bin/mlaserve-bench" --target=127.0.0.1:$port --rpc=get_server_info --num_prompts=1 \
+        --concurrency=1 > /dev/null 2>&1 && break
+    sleep 0.5
+  done
+  if ! kill -0 $server 2> /dev/null; then
+    echo "serve deterministic=$det did not start:"; tail -3 "$m/serve.err"; continue
+  fi
+  for c in 16 64; do
+    echo "serve deterministic=$det concurrency=$c"
+    timeout 40 "$bin/mlaserve-bench" --target=127.0.0.1:$port --prompt_tokens=512 \
+        --output_tokens=128 --concurrency=$c --num_prompts=$((2 * c)) 2>&1 \
+      | grep -E 'decode tok/s \(all streams\)|^ITL|^TTFT|requests '
+  done
+  kill $server; wait $server 2> /dev/null
+done > "$out/cuda_serve.log" 2>&1
+
+[ -n "$can_compare" ] && [ "$(left)" -gt 80 ] && cpu_compare 2 1 0 > "$out/cpu_compare_2t.log" 2>&1
+echo "done at $((SECONDS - start)) s" >> "$out/env.log"
