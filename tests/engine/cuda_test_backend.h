@@ -2,8 +2,9 @@
 // the CUDA Toolkit is installed each of those tests is built twice from one source
 // (tests/CMakeLists.txt): as <name> with MLASERVE_TEST_CUDA_SIM, its kernels run by the SIMT
 // simulator beside the ref and CPU backends, and as <name>_gpu with MLASERVE_TEST_CUDA_GPU,
-// against the CUDA runtime alone (label `gpu`; every test skips where no device exists).
-// Neither macro: built without the Toolkit, and the CUDA instances skip.
+// where the backend-parameterized tests take the CUDA runtime's backend alone (label `gpu`;
+// every test skips where no device exists). Neither macro: built without the Toolkit, and the
+// CUDA instances skip.
 #ifndef MLASERVE_TESTS_ENGINE_CUDA_TEST_BACKEND_H_
 #define MLASERVE_TESTS_ENGINE_CUDA_TEST_BACKEND_H_
 
@@ -41,12 +42,12 @@ inline std::unique_ptr<Backend> NewCudaTestBackend(bool batch_invariant,
                                                    DType activation_dtype = DType::kF32) {
 #if defined(MLASERVE_TEST_CUDA_SIM) || defined(MLASERVE_TEST_CUDA_GPU)
 #ifdef MLASERVE_TEST_CUDA_GPU
-  auto backend = cuda::NewCudaBackend(
-      {.batch_invariant = batch_invariant, .activation_dtype = activation_dtype});
+  namespace cuda_build = ::mlaserve::cuda;
 #else
-  auto backend = cuda_sim::NewCudaBackend(
-      {.batch_invariant = batch_invariant, .activation_dtype = activation_dtype});
+  namespace cuda_build = ::mlaserve::cuda_sim;
 #endif
+  auto backend = cuda_build::NewCudaBackend(
+      {.batch_invariant = batch_invariant, .activation_dtype = activation_dtype});
   EXPECT_TRUE(backend.ok()) << backend.status();
   return backend.ok() ? std::move(*backend) : nullptr;
 #else
