@@ -9,41 +9,24 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
-#include <fstream>
 #include <set>
-#include <sstream>
 #include <string>
 
 #include "gtest/gtest.h"
+#include "tests/kernels/cpu_test_util.h"
 
 namespace mlaserve {
 namespace {
 
-// The first processor's "key : value" fields of /proc/cpuinfo.
-std::string Field(const std::string& key) {
-  std::ifstream in("/proc/cpuinfo");
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.rfind(key, 0) == 0) {
-      const size_t colon = line.find(':');
-      if (colon != std::string::npos) {
-        const size_t start = line.find_first_not_of(' ', colon + 1);
-        return start == std::string::npos ? "" : line.substr(start);
-      }
-    }
-  }
-  return "";
-}
+using test::ProcCpuinfoField;
+using test::ProcCpuinfoFlags;
 
 TEST(CpuFeaturesTest, AgreesWithProcCpuinfo) {
-  const std::string flags_line = Field("flags");
-  if (flags_line.empty()) GTEST_SKIP() << "/proc/cpuinfo has no flags line";
-  std::set<std::string> flags;
-  std::istringstream words(flags_line);
-  for (std::string w; words >> w;) flags.insert(w);
+  const std::set<std::string> flags = ProcCpuinfoFlags();
+  if (flags.empty()) GTEST_SKIP() << "/proc/cpuinfo has no flags line";
   const CpuInfo& c = GetCpuInfo();
-  EXPECT_EQ(c.vendor, Field("vendor_id"));
-  EXPECT_EQ(c.model, Field("model name"));
+  EXPECT_EQ(c.vendor, ProcCpuinfoField("vendor_id"));
+  EXPECT_EQ(c.model, ProcCpuinfoField("model name"));
   // Linux lists a flag only when the OS enabled its state too, as CpuInfo does.
   EXPECT_EQ(c.avx2, flags.count("avx2") > 0);
   EXPECT_EQ(c.fma, flags.count("fma") > 0);

@@ -1,12 +1,33 @@
 #include "tests/kernels/cpu_test_util.h"
 
 #include <cstdlib>
+#include <fstream>
+#include <sstream>
 
 #include "kernels/cpu/cpu_features.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/ref/ref_backend.h"
 
 namespace mlaserve::test {
+
+std::string ProcCpuinfoField(const std::string& key) {
+  std::ifstream in("/proc/cpuinfo");
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind(key, 0) != 0) continue;
+    const size_t colon = line.find(':');
+    if (colon == std::string::npos) continue;
+    const size_t start = line.find_first_not_of(' ', colon + 1);
+    return start == std::string::npos ? "" : line.substr(start);
+  }
+  return "";
+}
+
+std::set<std::string> ProcCpuinfoFlags() {
+  std::set<std::string> flags;
+  std::istringstream words(ProcCpuinfoField("flags"));
+  for (std::string w; words >> w;) flags.insert(w);
+  return flags;
+}
 
 std::unique_ptr<CpuBackend> CpuVsRefTest::NewCpu(int threads, bool batch_invariant,
                                                  DType activations) const {

@@ -6,6 +6,7 @@
 #define MLASERVE_TESTS_KERNELS_CPU_TEST_UTIL_H_
 
 #include <memory>
+#include <set>
 #include <string>
 
 #include "gtest/gtest.h"
@@ -14,6 +15,12 @@
 #include "tests/kernels/parity/parity.h"
 
 namespace mlaserve::test {
+
+// The kernel's own reading of the processor, for tests to check cpuid-based code against: the
+// first processor's "key : value" field of /proc/cpuinfo ("" when absent), and the words of
+// its flags line (empty when there is none).
+std::string ProcCpuinfoField(const std::string& key);
+std::set<std::string> ProcCpuinfoFlags();
 
 // Parameter: the ISA name ("amx_bf16", "avx512_bf16", "avx512", "avx2" or "scalar"), or
 // kAmxEmulated: the AMX build over the software tiles (AmxEmulatedKernels), which runs

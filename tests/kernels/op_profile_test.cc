@@ -5,26 +5,16 @@
 #include <chrono>
 #include <fstream>
 #include <set>
-#include <sstream>
 #include <string>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/kernels/cpu_test_util.h"
 
 namespace mlaserve {
 namespace {
 
-std::set<std::string> CpuinfoFlags() {
-  std::ifstream in("/proc/cpuinfo");
-  std::set<std::string> flags;
-  for (std::string line; std::getline(in, line);) {
-    if (line.rfind("flags", 0) != 0) continue;
-    std::istringstream words(line.substr(line.find(':') + 1));
-    for (std::string w; words >> w;) flags.insert(w);
-    break;
-  }
-  return flags;
-}
+using test::ProcCpuinfoFlags;
 
 std::string CurrentClocksource() {
   std::ifstream in("/sys/devices/system/clocksource/clocksource0/current_clocksource");
@@ -34,7 +24,7 @@ std::string CurrentClocksource() {
 }
 
 TEST(OpProfileTest, CountsTheTimeStampCounterWhereLinuxTrustsIt) {
-  const std::set<std::string> flags = CpuinfoFlags();
+  const std::set<std::string> flags = ProcCpuinfoFlags();
   if (flags.empty()) GTEST_SKIP() << "/proc/cpuinfo has no flags line";
   // Linux sets nonstop_tsc from the same CPUID bit (0x80000007 EDX bit 8).
   EXPECT_EQ(OpProfile().counts_tsc(),
