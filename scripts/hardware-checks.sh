@@ -7,7 +7,8 @@
 #   cuda_perf.log     mlaserve generate --backend=cuda on lite-slice-4 (512-token prompt, 256
 #                     tokens), --deterministic on and off alternating, f32 twice and bf16 once
 #   sanitizer.log     compute-sanitizer memcheck and racecheck over SANITIZE (default
-#                     cuda_mla_split_test_gpu), where compute-sanitizer is installed
+#                     cuda_mla_split_test_gpu), where compute-sanitizer is installed, each run
+#                     while at least 240 s are left
 #   cpu_compare.log   tools/bench/compare_llamacpp.sh on every CPU, two rounds, 16 streams
 #                     (needs the archive's llama/ and bench/)
 #   cuda_serve.log    mlaserve serve --backend=cuda under mlaserve-bench at 16 and 64 streams,
@@ -15,13 +16,16 @@
 #   cpu_compare_2t.log  the comparison on two threads, one round
 # plus env.log (the GPU, the CPU, where cuBLAS was found). lite-slice-4 is written under
 # MODEL (default /tmp/lite-slice-4) by the archive's make_model.py unless it is there already.
+# SKIP: names of steps to leave out, among cuda_perf, sanitizer, cpu_compare, cuda_serve and
+# cpu_compare_2t (the GPU tests and the goldens always run).
 # Run from the root of a checkout of the commit the archive was built from.
-# usage: scripts/hardware-checks.sh ARCHIVE OUT_DIR [SECONDS]
+# usage: [SKIP="STEP ..."] scripts/hardware-checks.sh ARCHIVE OUT_DIR [SECONDS]
 set -u
 [ $# -ge 2 ] || { echo "usage: $0 ARCHIVE OUT_DIR [SECONDS]" >&2; exit 2; }
 start=$SECONDS
 archive=$(realpath "$1") out=$(realpath -m "$2") budget=${3:-540}
 left() { echo $((budget - (SECONDS - start))); }
+wanted() { case " ${SKIP:-} " in *" $1 "*) return 1 ;; esac; }
 cd "$(dirname "$0")/.."
 root=$PWD
 m=$(mktemp -d)
@@ -74,7 +78,7 @@ import json, random, sys
 v = json.load(open(sys.argv[1]))['vocab_size']; r = random.Random(1)
 print(','.join([str(v - 2)] + [str(r.randrange(256, v - 2)) for _ in range(511)]))" "$model/config.json")
 
-for round in 1 2; do
+wanted cuda_perf && for round in 1 2; do
   for dtype in float32 bfloat16; do
     [ "$dtype" = bfloat16 ] && [ "$round" = 2 ] && continue
     for det in true false; do
@@ -94,9 +98,10 @@ PY
 done > "$out/cuda_perf.log" 2>&1
 
 sanitizer=$(command -v compute-sanitizer || ls /usr/local/cuda*/bin/compute-sanitizer 2>/dev/null | head -1)
-if [ -n "$sanitizer" ] && [ "$(left)" -gt 330 ]; then
+if [ -n "$sanitizer" ] && wanted sanitizer && [ "$(left)" -gt 330 ]; then
   for name in ${SANITIZE:-cuda_mla_split_test_gpu}; do
     for tool in memcheck racecheck; do
+      [ "$(left)" -lt 240 ] && { echo "$name $tool skipped: $(left) s left"; continue; }
       MLASERVE_POISON=1 MLASERVE_TEST_DATA=$root/tests/data timeout 60 "$sanitizer" --tool $tool \
           --error-exitcode 9 "$bin/$name" > "$m/sanitizer.log" 2>&1
       echo "$name $tool rc=$?"; tail -2 "$m/sanitizer.log"
@@ -111,9 +116,9 @@ cpu_compare() {  # THREADS ROUNDS STREAMS
   echo "compare threads=$1 rc=$? at $((SECONDS - start)) s"
 }
 can_compare=$([ -x "$m/llama/llamacpp-peer" ] && [ -x "$m/bench/.cache/bin/membw" ] && echo 1)
-[ -n "$can_compare" ] && [ "$(left)" -gt 200 ] && cpu_compare "$(nproc)" 2 16 > "$out/cpu_compare.log" 2>&1
+[ -n "$can_compare" ] && wanted cpu_compare && [ "$(left)" -gt 200 ] && cpu_compare "$(nproc)" 2 16 > "$out/cpu_compare.log" 2>&1
 
-for det in true false; do
+wanted cuda_serve && for det in true false; do
   [ "$(left)" -lt 70 ] && { echo "skipped: $(left) s left"; break; }
   port=$((20000 + RANDOM % 20000))
   "$bin/mlaserve" serve --backend=cuda --model="$model" --deterministic=$det --port=$port \
@@ -137,5 +142,5 @@ for det in true false; do
   kill $server; wait $server 2> /dev/null
 done > "$out/cuda_serve.log" 2>&1
 
-[ -n "$can_compare" ] && [ "$(left)" -gt 80 ] && cpu_compare 2 1 0 > "$out/cpu_compare_2t.log" 2>&1
+[ -n "$can_compare" ] && wanted cpu_compare_2t && [ "$(left)" -gt 80 ] && cpu_compare 2 1 0 > "$out/cpu_compare_2t.log" 2>&1
 echo "done at $((SECONDS - start)) s" >> "$out/env.log"
