@@ -161,30 +161,31 @@ struct AmxGemmImpl {
         const int64_t pairs_padded = RoundUp(pairs, kTilePairs);
         const bool acc = g.accumulate || pc > 0;
         PackA(g, ic, mc, rows_padded, pc, kc, pairs_padded, parts, planes);
-        for (int64_t jr = g.n_begin; jr < g.n_end; jr += kNr) {
-          const int64_t nr = Lo(kNr, g.n_end - jr);
-          Base::PackPanel(b + jr * g.ldb + pc, g.ldb, nr, Lo(kNr, g.n_end - jr - nr), kc, bp);
-          std::memset(bp + pairs * kNr, 0, (pairs_padded - pairs) * kNr * sizeof(uint32_t));
-          const int64_t steps = pairs_padded / kTilePairs;
-          for (int64_t ir = 0; ir < mc; ir += 32) {
-            const uint32_t* a = planes + ir * kAPitch;
-            if (mc - ir > 16) {
-              TileRows<true>(steps, parts, a, bp, stage);
-            } else {
-              TileRows<false>(steps, parts, a, bp, stage);
+        Base::EachRange(g, [&](const GemmArgs& range) {
+          for (int64_t jr = range.n_begin; jr < range.n_end; jr += kNr) {
+            const int64_t nr = Lo(kNr, range.n_end - jr);
+            Base::PackPanel(b + jr * g.ldb + pc, g.ldb, nr, Lo(kNr, range.n_end - jr - nr), kc,
+                            bp);
+            std::memset(bp + pairs * kNr, 0, (pairs_padded - pairs) * kNr * sizeof(uint32_t));
+            const int64_t steps = pairs_padded / kTilePairs;
+            for (int64_t ir = 0; ir < mc; ir += 32) {
+              const uint32_t* a = planes + ir * kAPitch;
+              if (mc - ir > 16) {
+                TileRows<true>(steps, parts, a, bp, stage);
+              } else {
+                TileRows<false>(steps, parts, a, bp, stage);
+              }
+              AddStage(g, ic + ir, Lo(32, mc - ir), jr, nr, acc, stage);
             }
-            AddStage(g, ic + ir, Lo(32, mc - ir), jr, nr, acc, stage);
           }
-        }
+        });
       }
     }
     Tiles::Release();
   }
 
   static void Run(const GemmArgs& g, float* scratch) {
-    const bool packed_path =
-        g.path == GemmPath::kPacked || (g.path == GemmPath::kBySize && g.m > Gemv::kMaxM);
-    if (!packed_path || g.b_dtype != DType::kBF16 || g.m <= 0 || g.k <= 0 ||
+    if (!Base::PackedPath(g) || g.b_dtype != DType::kBF16 || g.m <= 0 || g.k <= 0 ||
         g.n_begin >= g.n_end) {
       Base::Run(g, scratch);
       return;

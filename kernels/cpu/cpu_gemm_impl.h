@@ -283,6 +283,25 @@ struct GemmImpl {
 
   // TB: the weight element type; P: its packed panel element (float, or uint32_t bf16 pairs);
   // PA: the packed A element (float, or uint32_t bf16 pairs for DotBf16).
+  // Whether Run takes the packed micro-kernels for g (rather than dot products).
+  static bool PackedPath(const GemmArgs& g) {
+    return g.path == GemmPath::kPacked || (g.path == GemmPath::kBySize && g.m > Gemv::kMaxM);
+  }
+
+  // Runs `run` over g's column range and, when g.n_repeat > 0, over the repeated range, each
+  // as a call without a repeat.
+  template <class Run>
+  static void EachRange(GemmArgs g, Run&& run) {
+    const int64_t repeat = g.n_repeat;
+    g.n_repeat = 0;
+    run(g);
+    if (repeat > 0) {
+      g.n_begin += repeat;
+      g.n_end += repeat;
+      run(g);
+    }
+  }
+
   template <class TB, class P, class PA>
   static void Packed(const GemmArgs& g, float* scratch) {
     static_assert(sizeof(PA) == sizeof(float));
@@ -297,31 +316,37 @@ struct GemmImpl {
         const int64_t kc = Lo(kKc, g.k - pc);
         const bool acc = g.accumulate || pc > 0;
         PackA(g, ic, mc, pc, kc, ap);
-        for (int64_t jr = g.n_begin; jr < g.n_end; jr += kNr) {
-          const int64_t nr = Lo(kNr, g.n_end - jr);
-          const int64_t next_nr = Lo(kNr, g.n_end - jr - nr);
-          if constexpr (std::is_same_v<TB, uint16_t> && std::is_same_v<P, float>) {
-            PackPanel(b + jr * g.ldb + pc, g.ldb, nr, next_nr, kc, bp,
-                      reinterpret_cast<uint32_t*>(scratch + kPairsOffset));
-          } else {
-            PackPanel(b + jr * g.ldb + pc, g.ldb, nr, next_nr, kc, bp);
+        EachRange(g, [&](const GemmArgs& range) {
+          for (int64_t jr = range.n_begin; jr < range.n_end; jr += kNr) {
+            const int64_t nr = Lo(kNr, range.n_end - jr);
+            const int64_t next_nr = Lo(kNr, range.n_end - jr - nr);
+            if constexpr (std::is_same_v<TB, uint16_t> && std::is_same_v<P, float>) {
+              PackPanel(b + jr * g.ldb + pc, g.ldb, nr, next_nr, kc, bp,
+                        reinterpret_cast<uint32_t*>(scratch + kPairsOffset));
+            } else {
+              PackPanel(b + jr * g.ldb + pc, g.ldb, nr, next_nr, kc, bp);
+            }
+            int64_t ir = 0;
+            for (int64_t t = 0; t < tiles; ++t) {
+              const int64_t mr = mc / tiles + (t < mc % tiles ? 1 : 0);
+              float* c[kMr];
+              for (int64_t i = 0; i < mr; ++i) c[i] = Gemv::CRow(g, ic + ir + i) + jr;
+              MicroFor<PA, P>(mr, std::make_index_sequence<kMr>())(kc, ap + ir * kAStride, bp,
+                                                                    c, nr, acc);
+              ir += mr;
+            }
           }
-          int64_t ir = 0;
-          for (int64_t t = 0; t < tiles; ++t) {
-            const int64_t mr = mc / tiles + (t < mc % tiles ? 1 : 0);
-            float* c[kMr];
-            for (int64_t i = 0; i < mr; ++i) c[i] = Gemv::CRow(g, ic + ir + i) + jr;
-            MicroFor<PA, P>(mr, std::make_index_sequence<kMr>())(kc, ap + ir * kAStride, bp, c,
-                                                                  nr, acc);
-            ir += mr;
-          }
-        }
+        });
       }
     }
   }
 
   static void Run(const GemmArgs& g, float* scratch) {
     if (g.m <= 0 || g.n_begin >= g.n_end) return;
+    if (g.n_repeat > 0 && (g.k == 0 || !PackedPath(g))) {
+      EachRange(g, [&](const GemmArgs& range) { Run(range, scratch); });
+      return;
+    }
     if (g.k == 0) {
       if (g.accumulate) return;
       for (int64_t i = 0; i < g.m; ++i) {
@@ -342,7 +367,7 @@ struct GemmImpl {
       } else {
         Gemv::template RunFixed<float>(g, scratch);
       }
-    } else if (g.path == GemmPath::kBySize && g.m <= Gemv::kMaxM) {
+    } else if (!PackedPath(g)) {
       if (bf16) {
         Gemv::template Run<uint16_t>(g, scratch);
       } else {

@@ -41,6 +41,11 @@ struct GemmArgs {
   int64_t k = 0;
   int64_t n_begin = 0;
   int64_t n_end = 0;
+  // When > 0, the columns [n_begin + n_repeat, n_end + n_repeat) as well (n_repeat >=
+  // n_end - n_begin), with the same results as a second call over them: one call for two
+  // slices of a weight, such as a slice of an expert's gate and the same slice of its up
+  // projection. The packed path packs each block of A once for both.
+  int64_t n_repeat = 0;
   bool accumulate = false;  // C += A · Bᵀ instead of C = A · Bᵀ
   GemmPath path = GemmPath::kBySize;
   // Each element of A is rounded to bf16 (nearest even) before the products, which stay exact

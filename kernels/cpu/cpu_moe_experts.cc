@@ -1,10 +1,10 @@
 // MoE block alignment and the routed experts.
 //
 // MoeExperts splits columns, not experts, over the team: in phase 1 each thread computes its
-// slice of every active expert's gate and up projections (grouped GEMMs over the expert's rows
-// of the aligned order) and applies SiLU·mul to that slice while it is hot in cache; after one
-// barrier, phase 2 computes its slice of the down projections and the weighted combine for the
-// same hidden columns. Every thread streams a disjoint slice of each expert's weights, so the
+// slice of every active expert's gate and up projections (one grouped GEMM over the expert's
+// rows of the aligned order for both, so that A is packed once) and applies SiLU·mul to that
+// slice while it is hot in cache; after one barrier, phase 2 computes its slice of the down
+// projections and the weighted combine for the same hidden columns. Every thread streams a disjoint slice of each expert's weights, so the
 // load is even whatever the routing.
 #include <cstdint>
 
@@ -153,11 +153,11 @@ void CpuMoeExperts(const CpuContext& ctx, const MoeExpertsParams& p) {
                      g.m = m;
                      g.k = hidden;
                      g.a_bf16 = ctx.RoundsInputsFor(p.w13.dtype());
-                     for (int64_t half = 0; half < 2; ++half) {
-                       g.n_begin = half * inter + cols.begin;
-                       g.n_end = half * inter + cols.end;
-                       ChunkGemm(ctx, p.decode_tokens, tokens, g, ctx.GemmScratch(t));
-                     }
+                     // The slice of the gate and the same slice of the up projection.
+                     g.n_begin = cols.begin;
+                     g.n_end = cols.end;
+                     g.n_repeat = inter;
+                     ChunkGemm(ctx, p.decode_tokens, tokens, g, ctx.GemmScratch(t));
                      for (int64_t i = 0; i < m; ++i) {
                        const float* gu = gate_up + positions[i] * gu_ld;
                        k.silu_mul(gu + cols.begin, gu + inter + cols.begin,
