@@ -8,8 +8,9 @@
 // Exactness: TDPBF16PS multiplies bf16 by bf16, which is exact in f32, and accumulates in f32.
 // With bf16 activations (GemmArgs::a_bf16) A is rounded to bf16 once, as every build does.
 // With f32 activations each element of A is split exactly into three bf16 parts,
-// a = hi + mid + lo (hi = bf16(a), mid = bf16(a - hi), lo = a - hi - mid, which has at most
-// 8 significant bits), and C accumulates hi·B, mid·B and lo·B: the f32 products of the other
+// a = hi + mid + lo (hi = a cut to its top 16 bits, which is a bf16; mid = a - hi cut the same
+// way; lo = a - hi - mid, which has at most 8 significant bits; both differences are exact),
+// and C accumulates hi·B, mid·B and lo·B: the f32 products of the other
 // builds, three tile products per step instead of one. Accuracy is that of f32 accumulation
 // over k (the order differs from the other builds, as theirs differ from each other); a row's
 // result does not depend on the other rows of the call (batch invariance holds).
@@ -53,15 +54,14 @@ struct AmxGemmImpl {
   static int64_t Lo(int64_t a, int64_t b) { return a < b ? a : b; }
   static int64_t RoundUp(int64_t x, int64_t to) { return (x + to - 1) / to * to; }
 
-  static __m512 Widen(__m256bh h) {
-    return _mm512_castsi512_ps(
-        _mm512_slli_epi32(_mm512_cvtepu16_epi32(reinterpret_cast<__m256i>(h)), 16));
-  }
-  // Each of x's lanes as hi + mid + lo, each part exactly a bf16.
+  // Each of x's lanes as hi + mid + lo, each part exactly a bf16 (so the pair packing below
+  // converts it without rounding). Cutting a part takes one AND, where rounding it to bf16
+  // took a conversion and a widening back to f32, both on the shuffle port the packing uses.
   static void Split(__m512 x, __m512 (&part)[kMaxParts]) {
-    part[0] = Widen(_mm512_cvtneps_pbh(x));
+    const __m512i top16 = _mm512_set1_epi32(static_cast<int>(0xffff0000u));
+    part[0] = _mm512_castsi512_ps(_mm512_and_si512(_mm512_castps_si512(x), top16));
     const __m512 r = _mm512_sub_ps(x, part[0]);
-    part[1] = Widen(_mm512_cvtneps_pbh(r));
+    part[1] = _mm512_castsi512_ps(_mm512_and_si512(_mm512_castps_si512(r), top16));
     part[2] = _mm512_sub_ps(r, part[1]);
   }
 
