@@ -281,8 +281,6 @@ struct GemmImpl {
     }
   }
 
-  // TB: the weight element type; P: its packed panel element (float, or uint32_t bf16 pairs);
-  // PA: the packed A element (float, or uint32_t bf16 pairs for DotBf16).
   // Whether Run takes the packed micro-kernels for g (rather than dot products).
   static bool PackedPath(const GemmArgs& g) {
     return g.path == GemmPath::kPacked || (g.path == GemmPath::kBySize && g.m > Gemv::kMaxM);
@@ -302,6 +300,8 @@ struct GemmImpl {
     }
   }
 
+  // TB: the weight element type; P: its packed panel element (float, or uint32_t bf16 pairs);
+  // PA: the packed A element (float, or uint32_t bf16 pairs for DotBf16).
   template <class TB, class P, class PA>
   static void Packed(const GemmArgs& g, float* scratch) {
     static_assert(sizeof(PA) == sizeof(float));

@@ -4,8 +4,8 @@
 // slice of every active expert's gate and up projections (one grouped GEMM over the expert's
 // rows of the aligned order for both, so that A is packed once) and applies SiLU·mul to that
 // slice while it is hot in cache; after one barrier, phase 2 computes its slice of the down
-// projections and the weighted combine for the same hidden columns. Every thread streams a disjoint slice of each expert's weights, so the
-// load is even whatever the routing.
+// projections and the weighted combine for the same hidden columns. Every thread streams a
+// disjoint slice of each expert's weights, so the load is even whatever the routing.
 #include <cstdint>
 
 #include "kernels/cpu/cpu_context.h"
