@@ -9,6 +9,8 @@
 #   sanitizer.log     compute-sanitizer memcheck and racecheck over SANITIZE (default
 #                     cuda_mla_split_test_gpu), where compute-sanitizer is installed, each run
 #                     while at least 240 s are left
+#   kernel_ab.log     where the CPU has AMX: mlaserve-kernel-ab, the amx_bf16 build against
+#                     avx512_bf16 on every CPU, f32 and bf16 activations, 40 s each
 #   cpu_compare.log   tools/bench/compare_llamacpp.sh on every CPU, two rounds, 16 streams
 #                     (needs the archive's llama/ and bench/)
 #   cuda_serve.log    mlaserve serve --backend=cuda under mlaserve-bench at 16 and 64 streams,
@@ -16,8 +18,8 @@
 #   cpu_compare_2t.log  the comparison on two threads, one round
 # plus env.log (the GPU, the CPU, where cuBLAS was found). lite-slice-4 is written under
 # MODEL (default /tmp/lite-slice-4) by the archive's make_model.py unless it is there already.
-# SKIP: names of steps to leave out, among cuda_perf, sanitizer, cpu_compare, cuda_serve and
-# cpu_compare_2t (the GPU tests and the goldens always run).
+# SKIP: names of steps to leave out, among cuda_perf, sanitizer, kernel_ab, cpu_compare,
+# cuda_serve and cpu_compare_2t (the GPU tests and the goldens always run).
 # Run from the root of a checkout of the commit the archive was built from.
 # usage: [SKIP="STEP ..."] scripts/hardware-checks.sh ARCHIVE OUT_DIR [SECONDS]
 set -u
@@ -107,6 +109,13 @@ if [ -n "$sanitizer" ] && wanted sanitizer && [ "$(left)" -gt 330 ]; then
       echo "$name $tool rc=$?"; tail -2 "$m/sanitizer.log"
     done
   done > "$out/sanitizer.log" 2>&1
+fi
+
+if grep -qw amx_bf16 /proc/cpuinfo && wanted kernel_ab && [ "$(left)" -gt 180 ]; then
+  for dtype in float32 bfloat16; do
+    timeout 60 "$bin/mlaserve-kernel-ab" --builds=amx_bf16,avx512_bf16 --dtype=$dtype --seconds=40
+    echo "kernel_ab dtype=$dtype rc=$? at $((SECONDS - start)) s"
+  done > "$out/kernel_ab.log" 2>&1
 fi
 
 cpu_compare() {  # THREADS ROUNDS STREAMS

@@ -26,16 +26,19 @@
 #include "kernels/cpu/cpu_features.h"
 #include "kernels/cpu/cpu_stream_tuning.h"
 #include "kernels/dtype.h"
+#include "tools/bench/bench_inputs.h"
 
 namespace mlaserve {
 namespace {
 
-constexpr int64_t kHidden = 2048;
-constexpr int64_t kDenseInter = 10944;
-constexpr int64_t kExperts = 64;
-constexpr int64_t kExpertInter = 1408;
-constexpr int64_t kTopK = 6;
-constexpr int kAlignBlock = 16;
+using bench::Buffer;
+using bench::kAlignBlock;
+using bench::kDenseInter;
+using bench::kExpertInter;
+using bench::kExperts;
+using bench::kHidden;
+using bench::kTopK;
+using bench::Routing;
 
 Backend& Cpu() {
   static const std::unique_ptr<Backend> backend = [] {
@@ -52,40 +55,6 @@ Backend& Cpu() {
   return *backend;
 }
 
-// A buffer on the CPU backend: uninitialized, or uniform values in [-1, 1) of `dtype` when a
-// seed is given, or the given integers.
-struct Buffer {
-  DeviceBuffer memory;
-  TensorView view;
-
-  Buffer(DType dtype, std::initializer_list<int64_t> shape) {
-    int64_t numel = 1;
-    for (int64_t s : shape) numel *= s;
-    absl::StatusOr<DeviceBuffer> buffer = Cpu().Allocate(numel * DTypeSize(dtype));
-    MLASERVE_CHECK_MSG(buffer.ok(), "benchmark buffer allocation failed");
-    memory = *std::move(buffer);
-    view = TensorView(memory.data(), dtype, shape);
-  }
-  Buffer(DType dtype, std::initializer_list<int64_t> shape, uint32_t seed) : Buffer(dtype, shape) {
-    // A hash of the index rather than a sequential generator: filling the 1.1 GB of expert
-    // weights stays quick, and the values only need to be ordinary numbers.
-    for (int64_t i = 0; i < view.numel(); ++i) {
-      uint64_t h = (static_cast<uint64_t>(i) + seed * 0x9e3779b97f4a7c15ull) * 0xbf58476d1ce4e5b9ull;
-      h ^= h >> 31;
-      const float x = static_cast<float>(h >> 40) * (2.0f / 16777216.0f) - 1.0f;
-      if (dtype == DType::kBF16) {
-        view.ptr<uint16_t>()[i] = F32ToBf16(x);
-      } else {
-        view.ptr<float>()[i] = x;
-      }
-    }
-  }
-  Buffer(std::initializer_list<int64_t> shape, const std::vector<int32_t>& values)
-      : Buffer(DType::kI32, shape) {
-    for (size_t i = 0; i < values.size(); ++i) view.ptr<int32_t>()[i] = values[i];
-  }
-};
-
 // Args: m, n, k. Weights bf16 [n, k]. Decode shapes (m <= 16) rotate over enough copies of the
 // weights to fill 512 MiB or three times the L3 in reach (BytesBeyondLastLevelCache), so that
 // every call streams them from memory as a decode step does, not from an L3 that holds a copy.
@@ -96,9 +65,9 @@ void BM_Gemm(benchmark::State& state) {
   const int64_t copies = m <= 16 ? (rotation + weight_bytes - 1) / weight_bytes : 1;
   std::vector<Buffer> b;
   for (int64_t i = 0; i < copies; ++i) {
-    b.emplace_back(DType::kBF16, std::initializer_list<int64_t>{n, k}, 2 + i);
+    b.emplace_back(Cpu(), DType::kBF16, std::initializer_list<int64_t>{n, k}, 2 + i);
   }
-  Buffer a(DType::kF32, {m, k}, 1), out(DType::kF32, {m, n});
+  Buffer a(Cpu(), DType::kF32, {m, k}, 1), out(Cpu(), DType::kF32, {m, n});
   const int64_t decode_rows = m <= 16 ? m : 0;
   // First touch of out, off the clock.
   Cpu().Gemm({.a = a.view, .b = b[0].view, .out = out.view, .decode_rows = decode_rows});
@@ -131,51 +100,22 @@ void GemmArgs(benchmark::internal::Benchmark* b) {
 }
 BENCHMARK(BM_Gemm)->Apply(GemmArgs)->UseRealTime()->Unit(benchmark::kMillisecond);
 
-// The aligned order of one uniformly random routing of `tokens` tokens.
-struct Routing {
-  Buffer sorted, blocks, offsets, post_pad;
-  int64_t active_experts = 0;
-
-  Routing(int64_t tokens, int64_t len, std::mt19937& rng)
-      : sorted(DType::kI32, {len}),
-        blocks(DType::kI32, {(len + kAlignBlock - 1) / kAlignBlock}),
-        offsets(DType::kI32, {kExperts + 1}),
-        post_pad(DType::kI32, {1}) {
-    std::vector<int32_t> ids(tokens * kTopK), experts(kExperts);
-    for (int64_t t = 0; t < tokens; ++t) {
-      for (int32_t e = 0; e < kExperts; ++e) experts[e] = e;
-      std::shuffle(experts.begin(), experts.end(), rng);
-      for (int64_t k = 0; k < kTopK; ++k) ids[t * kTopK + k] = experts[k];
-    }
-    Buffer topk_ids({tokens, kTopK}, ids);
-    Cpu().MoeAlignBlockSize({.topk_ids = topk_ids.view,
-                             .num_experts = static_cast<int>(kExperts),
-                             .block_size = kAlignBlock,
-                             .sorted_ids = sorted.view,
-                             .block_expert_ids = blocks.view,
-                             .expert_offsets = offsets.view,
-                             .num_tokens_post_pad = post_pad.view});
-    for (int64_t e = 0; e < kExperts; ++e) {
-      active_experts += offsets.view.ptr<int32_t>()[e + 1] > offsets.view.ptr<int32_t>()[e];
-    }
-  }
-};
-
 // Arg: tokens. Routing is uniform random, as the lite-slice router roughly is; a single token
 // rotates over 16 routings, so that its experts come from memory as in decode.
 void BM_MoeExperts(benchmark::State& state) {
   const int64_t tokens = state.range(0);
   const int64_t pairs = tokens * kTopK;
-  const int64_t len = pairs + kExperts * (kAlignBlock - 1);
+  const int64_t len = Routing::AlignedLength(tokens);
   std::mt19937 rng(4);
   std::vector<Routing> routings;
-  for (int i = 0; i < (tokens == 1 ? 16 : 1); ++i) routings.emplace_back(tokens, len, rng);
-  Buffer x(DType::kF32, {tokens, kHidden}, 5);
-  Buffer w13(DType::kBF16, {kExperts, 2 * kExpertInter, kHidden}, 6);
-  Buffer w2(DType::kBF16, {kExperts, kHidden, kExpertInter}, 7);
-  Buffer weights(DType::kF32, {tokens, kTopK}, 8);
-  Buffer gate_up(DType::kF32, {len, 2 * kExpertInter}), act(DType::kF32, {len, kExpertInter});
-  Buffer down(DType::kF32, {len, kHidden}), out(DType::kF32, {tokens, kHidden});
+  for (int i = 0; i < (tokens == 1 ? 16 : 1); ++i) routings.emplace_back(Cpu(), tokens, rng);
+  Buffer x(Cpu(), DType::kF32, {tokens, kHidden}, 5);
+  Buffer w13(Cpu(), DType::kBF16, {kExperts, 2 * kExpertInter, kHidden}, 6);
+  Buffer w2(Cpu(), DType::kBF16, {kExperts, kHidden, kExpertInter}, 7);
+  Buffer weights(Cpu(), DType::kF32, {tokens, kTopK}, 8);
+  Buffer gate_up(Cpu(), DType::kF32, {len, 2 * kExpertInter});
+  Buffer act(Cpu(), DType::kF32, {len, kExpertInter}), down(Cpu(), DType::kF32, {len, kHidden});
+  Buffer out(Cpu(), DType::kF32, {tokens, kHidden});
   std::vector<MoeExpertsParams> params;
   int64_t active = 0;
   for (const Routing& r : routings) {
@@ -219,10 +159,11 @@ void BM_MlaDecode(benchmark::State& state) {
   const int64_t blocks = (len + kBlock - 1) / kBlock;
   std::vector<int32_t> table(blocks);
   for (int64_t i = 0; i < blocks; ++i) table[i] = static_cast<int32_t>(blocks - 1 - i);
-  Buffer q_latent(DType::kF32, {1, heads, kRank}, 10), q_pe(DType::kF32, {1, heads, kRope}, 11);
-  Buffer cache(DType::kBF16, {blocks, kBlock, kRank + kRope}, 12);
-  Buffer tables({1, blocks}, table), lens({1}, {static_cast<int32_t>(len)});
-  Buffer out(DType::kF32, {1, heads, kRank});
+  Buffer q_latent(Cpu(), DType::kF32, {1, heads, kRank}, 10);
+  Buffer q_pe(Cpu(), DType::kF32, {1, heads, kRope}, 11);
+  Buffer cache(Cpu(), DType::kBF16, {blocks, kBlock, kRank + kRope}, 12);
+  Buffer tables(Cpu(), {1, blocks}, table), lens(Cpu(), {1}, {static_cast<int32_t>(len)});
+  Buffer out(Cpu(), DType::kF32, {1, heads, kRank});
   const MlaDecodeParams params{.q_latent = q_latent.view,
                                .q_pe = q_pe.view,
                                .kv_cache = cache.view,
