@@ -14,8 +14,10 @@
 // - Gemm: f32 weights: cuBLAS f32 GEMM. bf16 weights with kBF16 activations: `a` is rounded
 //   into the bf16 staging buffer, then cuBLAS bf16 x bf16 -> f32. bf16 weights with f32
 //   activations: calls of at most 64 rows (decode steps) stream the weights through the
-//   project's GEMV kernel (one warp per output column, 16-byte loads, 8 rows per pass), larger
-//   ones through its tiled kernel, both reading bf16 weights directly.
+//   project's GEMV kernel (one warp per output column, 16-byte loads, 8 rows per pass); larger
+//   ones stage `a` cut exactly into three bf16 parts (hi + mid + lo = a) and run cuBLAS bf16 x
+//   bf16 -> f32 once per part, adding into out, so each product stays exact. Calls cuBLAS cannot
+//   take (staging too small, int32 strides) go through the project's tiled kernel.
 // - batch_invariant: GemmParams::decode_rows go through the GEMV kernel and the other rows
 //   through the tiled kernel, each with one reduction order per output element whatever else
 //   shares the call; every other op reduces each row by itself with a fixed block size, and
@@ -39,6 +41,8 @@
 #include "kernels/cuda/cuda_backend_factory.h"
 
 namespace mlaserve::MLASERVE_CUDA_NS {
+
+struct GemmProblem;  // simple_ops.h
 
 class CudaBackend final : public Backend {
  public:
@@ -95,6 +99,10 @@ class CudaBackend final : public Backend {
   void Record(cudaError_t err, const char* op);
   void RecordCublas(cublasStatus_t status, const char* op);
   void RecordStatus(absl::Status status);
+  // g.out = a · g.bᵀ + beta · g.out through cuBLAS, a and b of type ab_type (f32 or bf16),
+  // a's rows lda elements apart and its batches a_batch_stride (cuda_gemm.cc).
+  void Cublas(const GemmProblem& g, const void* a, cudaDataType_t ab_type, int64_t lda,
+              int64_t a_batch_stride, float beta);
   // A misuse during capture: false (and the error kept) when capturing.
   bool CheckNotCapturing(const char* what);
 

@@ -63,8 +63,6 @@ void CudaBackend::Gemm(const GemmParams& p) {
   if (s.batch == 0 || s.m == 0 || s.n == 0) return;
   GemmProblem g = ProblemOf(p, s);
   const bool round = RoundsGemmInput(activation_dtype_, p.b.dtype());
-  const bool staged = round && static_cast<uint64_t>(s.batch * s.m * s.k) * sizeof(__nv_bfloat16) <=
-                                   kGemmStagingBytes;
   if (batch_invariant_) {  // decode rows by the GEMV kernel, prompt rows by the tiled one
     const int64_t d = std::clamp<int64_t>(p.decode_rows, 0, s.m);
     Record(LaunchRowsGemv(g, 0, d, round, stream_), "Gemm (decode rows)");
@@ -75,21 +73,30 @@ void CudaBackend::Gemm(const GemmParams& p) {
     Record(LaunchRowsGemv(g, 0, s.m, /*round_a=*/false, stream_), "Gemm (few rows)");
     return;
   }
-  if (s.k == 0 || !CublasCanRun(g) || (g.b_bf16 && !staged)) {
+  const bool fits = static_cast<uint64_t>(s.batch * s.m * s.k) * sizeof(__nv_bfloat16) <=
+                    kGemmStagingBytes;
+  if (s.k == 0 || !CublasCanRun(g) || (g.b_bf16 && !fits)) {
     Record(LaunchTiledGemm(g, round, stream_), "Gemm");
     return;
   }
-  const float alpha = 1.0f, beta = 0.0f;
-  const void* a = g.a;
-  cudaDataType_t ab_type = CUDA_R_32F;
-  int64_t a_batch_stride = g.a_batch_stride, lda = g.a_row_stride;
-  if (g.b_bf16) {  // staged: a rounded into a contiguous [batch, m, k] bf16 buffer
-    Record(LaunchRoundToBf16(g, gemm_staging_, stream_), "Gemm (round to bf16)");
-    a = gemm_staging_;
-    ab_type = CUDA_R_16BF;
-    a_batch_stride = g.m * g.k;
-    lda = g.k;
+  if (!g.b_bf16) {
+    Cublas(g, g.a, CUDA_R_32F, g.a_row_stride, g.a_batch_stride, 0.0f);
+    return;
   }
+  // bf16 weights on the tensor cores, a staged as bf16 in a contiguous [batch, m, k] buffer:
+  // rounded once (bf16 activations), or (f32 activations) cut exactly into three bf16 parts,
+  // each multiplied in turn and added into out, so every product is exact as on the other paths.
+  constexpr Bf16Stage kParts[] = {Bf16Stage::kHi, Bf16Stage::kMid, Bf16Stage::kLo};
+  for (int q = 0; q < (round ? 1 : 3); ++q) {
+    Record(LaunchStageBf16(g, round ? Bf16Stage::kRound : kParts[q], gemm_staging_, stream_),
+           "Gemm (stage bf16)");
+    Cublas(g, gemm_staging_, CUDA_R_16BF, g.k, g.m * g.k, q == 0 ? 0.0f : 1.0f);
+  }
+}
+
+void CudaBackend::Cublas(const GemmProblem& g, const void* a, cudaDataType_t ab_type,
+                         int64_t lda, int64_t a_batch_stride, float beta) {
+  const float alpha = 1.0f;
   const int n = static_cast<int>(g.n), m = static_cast<int>(g.m), k = static_cast<int>(g.k);
   if (g.batch == 1) {
     RecordCublas(cublasGemmEx(cublas_, CUBLAS_OP_T, CUBLAS_OP_N, n, m, k, &alpha, g.b, ab_type,

@@ -13,8 +13,9 @@
 //   fixed whatever rows share the call, a second order beside the tiled kernel's, for decode
 //   rows). Rows go up to 8 at a time; no shared memory (every warp of a block reads the same
 //   rows of a, through the cache).
-// RoundToBf16Kernel: packs a rounded to bf16 into a contiguous [batch, m, k] staging buffer for
-//   cuBLAS (grid-stride loop, 256-thread blocks, no shared memory).
+// StageBf16Kernel: packs a rounded to bf16, or one of its three exact bf16 parts, into a
+//   contiguous [batch, m, k] staging buffer for cuBLAS (grid-stride loop, 256-thread blocks, no
+//   shared memory).
 #include "kernels/cuda/gemv.cuh"
 #include "kernels/cuda/kernel_util.cuh"
 #include "kernels/cuda/launch.cuh"
@@ -82,12 +83,24 @@ __global__ void __launch_bounds__(32 * kGemvWarps)
   }
 }
 
-__global__ void RoundToBf16Kernel(GemmProblem g, __nv_bfloat16* dst) {
+// x with its low 16 bits cleared: a bf16 value, exactly.
+__device__ __forceinline__ float TopBf16(float x) {
+  return __uint_as_float(__float_as_uint(x) & 0xffff0000u);
+}
+
+__global__ void StageBf16Kernel(GemmProblem g, Bf16Stage stage, __nv_bfloat16* dst) {
   const int64_t total = g.batch * g.m * g.k;
   for (int64_t e = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; e < total;
        e += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     const int64_t l = e % g.k, i = (e / g.k) % g.m, bi = e / (g.k * g.m);
-    dst[e] = __float2bfloat16(g.a[bi * g.a_batch_stride + i * g.a_row_stride + l]);
+    const float a = g.a[bi * g.a_batch_stride + i * g.a_row_stride + l];
+    float part = a;  // kRound
+    if (stage != Bf16Stage::kRound) {
+      const float hi = TopBf16(a), rest = a - hi, mid = TopBf16(rest);
+      part = stage == Bf16Stage::kHi ? hi : stage == Bf16Stage::kMid ? mid : rest - mid;
+    }
+    // A part is a bf16 already, so the conversion leaves it as it is.
+    dst[e] = __float2bfloat16(part);
   }
 }
 
@@ -125,10 +138,11 @@ cudaError_t LaunchRowsGemv(const GemmProblem& g, int64_t row_begin, int64_t row_
   return launch(RowsGemvKernel<false, kGemvRows>);
 }
 
-cudaError_t LaunchRoundToBf16(const GemmProblem& g, __nv_bfloat16* dst, cudaStream_t stream) {
+cudaError_t LaunchStageBf16(const GemmProblem& g, Bf16Stage stage, __nv_bfloat16* dst,
+                            cudaStream_t stream) {
   constexpr int kThreads = 256;
-  return Launch(RoundToBf16Kernel, dim3(GridFor(g.batch * g.m * g.k, kThreads)), dim3(kThreads),
-                0, stream, g, dst);
+  return Launch(StageBf16Kernel, dim3(GridFor(g.batch * g.m * g.k, kThreads)), dim3(kThreads),
+                0, stream, g, stage, dst);
 }
 
 }  // namespace mlaserve::MLASERVE_CUDA_NS

@@ -43,9 +43,15 @@ cudaError_t LaunchTiledGemm(const GemmProblem& g, bool round_a, cudaStream_t str
 // order from LaunchTiledGemm's); with round_a, a is rounded to bf16 first. Other rows untouched.
 cudaError_t LaunchRowsGemv(const GemmProblem& g, int64_t row_begin, int64_t row_end,
                            bool round_a, cudaStream_t stream);
-// dst[(bi * m + i) * k + l] = bf16(a[bi, i, l]) (nearest even): a packed into a contiguous bf16
-// staging buffer of batch * m * k elements.
-cudaError_t LaunchRoundToBf16(const GemmProblem& g, __nv_bfloat16* dst, cudaStream_t stream);
+// What LaunchStageBf16 writes of each element a of a: kRound, bf16(a) (nearest even); kHi, kMid
+// and kLo, the parts of a exactly split into three bf16 values, a = hi + mid + lo (hi = a cut
+// to its top 16 bits, mid = a - hi cut the same way, lo = a - hi - mid, at most 8 significant
+// bits; both differences exact): each part's product with a bf16 weight is exact in f32.
+enum class Bf16Stage { kRound, kHi, kMid, kLo };
+// dst[(bi * m + i) * k + l] = `stage` of a[bi, i, l]: a packed into a contiguous bf16 staging
+// buffer of batch * m * k elements.
+cudaError_t LaunchStageBf16(const GemmProblem& g, Bf16Stage stage, __nv_bfloat16* dst,
+                            cudaStream_t stream);
 
 }  // namespace mlaserve::MLASERVE_CUDA_NS
 

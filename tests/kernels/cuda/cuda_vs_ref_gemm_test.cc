@@ -1,14 +1,16 @@
 // CudaBackend Gemm against the oracle over the CPU parity grid (odd m, n, k; bf16 and f32
 // weights): f32 weights go through cuBLAS's f32 GEMM, bf16 weights with f32 activations through
-// the GEMV kernel (at most 64 rows) or the tiled kernel, bf16 weights with bf16 activations
-// through the bf16 staging buffer and cuBLAS bf16 x bf16; batch-invariant backends use the GEMV
-// kernel for decode rows and the tiled kernel for the rest. Strided and batched (per-head,
+// the GEMV kernel (at most 64 rows) or cuBLAS bf16 x bf16 over three exact bf16 parts of a
+// (more rows), bf16 weights with bf16 activations through the bf16 staging buffer and cuBLAS
+// bf16 x bf16; batch-invariant backends use the GEMV kernel for decode rows and the tiled kernel
+// for the rest. Strided and batched (per-head,
 // transposed) views reach each path.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <memory>
 #include <random>
+#include <span>
 #include <string>
 #include <tuple>
 #include <utility>
@@ -49,6 +51,46 @@ TEST_F(CudaGemmTest, MatchesRefOverShapeGrid) {
         cuda().Gemm({.a = a_gpu.view(), .b = b_gpu.view(), .out = out_gpu.view()});
         ExpectClose(out_gpu.Read(), out_ref.Read(), Atol(k), 1e-5, What(w, m, n, k),
                     out_ref.shape());
+      }
+    }
+  }
+}
+
+// bf16 weights with f32 activations beyond the GEMV's 64 rows go to the tensor cores, each
+// activation cut into three bf16 parts. Each a = ±(1 ± 2⁻⁹ ± 2⁻¹⁷) has a part in each of hi,
+// mid and lo, b holds ±1 and ±2, and every partial sum of 40 terms is a multiple of 2⁻¹⁷ below
+// 2⁷, exact in f32: out must equal the exact sum bit for bit in any summation order, where
+// rounding a to bf16 or dropping a part would miss it by a multiple of 2⁻¹⁷. Batched too.
+TEST_F(CudaGemmTest, F32ActivationsKeepEveryBitBeyondTheGemv) {
+  std::mt19937 rng(19);
+  std::uniform_int_distribution<int> coin(0, 1);
+  auto sign = [&] { return coin(rng) != 0 ? 1.0f : -1.0f; };
+  constexpr int64_t kBatch = 2, kM = 80, kN = 20, kK = 40;
+  std::vector<float> a(kBatch * kM * kK), b(kBatch * kN * kK);
+  for (float& x : a) x = sign() * (1.0f + sign() * 0x1p-9f + sign() * 0x1p-17f);
+  for (float& x : b) x = sign() * static_cast<float>(1 + coin(rng));
+  for (bool batched : {false, true}) {
+    const int64_t batch = batched ? kBatch : 1;
+    auto shape = [&](int64_t rows) {
+      return batched ? std::vector<int64_t>{batch, rows, kK} : std::vector<int64_t>{rows, kK};
+    };
+    TestTensor a_gpu(cuda(), DType::kF32, shape(kM)), b_gpu(cuda(), DType::kBF16, shape(kN));
+    a_gpu.Write(std::span<const float>(a).first(batch * kM * kK));
+    b_gpu.Write(std::span<const float>(b).first(batch * kN * kK));
+    TestTensor out(cuda(), DType::kF32,
+                   batched ? std::vector<int64_t>{batch, kM, kN} : std::vector<int64_t>{kM, kN});
+    cuda().Gemm({.a = a_gpu.view(), .b = b_gpu.view(), .out = out.view()});
+    const std::vector<float> got = out.Read();
+    for (int64_t bi = 0; bi < batch; ++bi) {
+      for (int64_t i = 0; i < kM; ++i) {
+        for (int64_t j = 0; j < kN; ++j) {
+          double exact = 0;
+          for (int64_t l = 0; l < kK; ++l) {
+            exact += double{a[(bi * kM + i) * kK + l]} * b[(bi * kN + j) * kK + l];
+          }
+          ASSERT_EQ(got[(bi * kM + i) * kN + j], exact)
+              << "batch " << bi << " row " << i << " column " << j << (batched ? " batched" : "");
+        }
       }
     }
   }
