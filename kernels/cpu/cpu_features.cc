@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <optional>
 #include <set>
 #include <string>
 #include <string_view>
@@ -189,16 +190,20 @@ CpuIsa DetectCpuIsa() {
   return CpuIsa::kScalar;
 }
 
+std::optional<CpuIsa> CpuIsaFromName(std::string_view name) {
+  for (CpuIsa isa : {CpuIsa::kScalar, CpuIsa::kAvx2, CpuIsa::kAvx512, CpuIsa::kAvx512Bf16,
+                     CpuIsa::kAmxBf16}) {
+    if (name == CpuIsaName(isa)) return isa;
+  }
+  return std::nullopt;
+}
+
 CpuIsa SelectCpuIsa() {
   const CpuIsa detected = DetectCpuIsa();
   const char* env = std::getenv("MLASERVE_CPU_ISA");
   if (env == nullptr) return detected;
-  const std::string_view want(env);
-  for (CpuIsa isa : {CpuIsa::kScalar, CpuIsa::kAvx2, CpuIsa::kAvx512, CpuIsa::kAvx512Bf16,
-                     CpuIsa::kAmxBf16}) {
-    if (want == CpuIsaName(isa)) return std::min(isa, detected);
-  }
-  return detected;
+  const std::optional<CpuIsa> want = CpuIsaFromName(env);
+  return want.has_value() ? std::min(*want, detected) : detected;
 }
 
 }  // namespace mlaserve

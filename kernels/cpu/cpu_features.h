@@ -8,6 +8,7 @@
 #define MLASERVE_KERNELS_CPU_CPU_FEATURES_H_
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -18,6 +19,8 @@ enum class CpuIsa { kScalar, kAvx2, kAvx512, kAvx512Bf16, kAmxBf16 };
 
 // "scalar", "avx2", "avx512", "avx512_bf16" or "amx_bf16".
 std::string_view CpuIsaName(CpuIsa isa);
+// The build CpuIsaName names `name`, or nullopt.
+std::optional<CpuIsa> CpuIsaFromName(std::string_view name);
 
 // Facts about this processor, read once. A feature counts only when the OS also saves its
 // registers (AVX: XCR0 bits 1-2; AVX-512: bits 5-7; AMX: bits 17-18).

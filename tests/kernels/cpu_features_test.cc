@@ -113,5 +113,14 @@ TEST(CpuFeaturesTest, SelectionNeverExceedsDetection) {
   unsetenv("MLASERVE_CPU_ISA");
 }
 
+TEST(CpuFeaturesTest, EveryBuildIsFoundByItsName) {
+  for (CpuIsa isa : {CpuIsa::kScalar, CpuIsa::kAvx2, CpuIsa::kAvx512, CpuIsa::kAvx512Bf16,
+                     CpuIsa::kAmxBf16}) {
+    EXPECT_EQ(CpuIsaFromName(CpuIsaName(isa)), isa) << CpuIsaName(isa);
+  }
+  EXPECT_EQ(CpuIsaFromName("avx512bf16"), std::nullopt);
+  EXPECT_EQ(CpuIsaFromName(""), std::nullopt);
+}
+
 }  // namespace
 }  // namespace mlaserve

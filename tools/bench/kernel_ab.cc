@@ -121,14 +121,6 @@ class Cases {
   std::vector<Case> cases_;
 };
 
-std::optional<CpuIsa> IsaNamed(std::string_view name) {
-  for (CpuIsa isa : {CpuIsa::kScalar, CpuIsa::kAvx2, CpuIsa::kAvx512, CpuIsa::kAvx512Bf16,
-                     CpuIsa::kAmxBf16}) {
-    if (CpuIsaName(isa) == name) return isa;
-  }
-  return std::nullopt;
-}
-
 double Median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   return v[v.size() / 2];
@@ -151,7 +143,7 @@ int Run() {
   std::vector<std::unique_ptr<CpuBackend>> backends;
   const std::vector<std::string> requested = absl::StrSplit(absl::GetFlag(FLAGS_builds), ',');
   for (const std::string& name : requested) {
-    const std::optional<CpuIsa> isa = IsaNamed(name);
+    const std::optional<CpuIsa> isa = CpuIsaFromName(name);
     if (!isa.has_value()) {
       std::fprintf(stderr, "--builds: \"%s\" is not a kernel build\n", name.c_str());
       return 1;
