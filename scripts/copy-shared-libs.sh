@@ -2,8 +2,8 @@
 # Copies the shared libraries that OBJECTs link (as ldd resolves them on this machine) into
 # DEST, less those whose names match SKIP (an extended regular expression over the library's
 # name, e.g. the C library's own, which every target has). Fails naming a library ldd cannot
-# find. Used by stage-runtime.sh (the container image) and stage-checks.sh (the hardware
-# checks' archive).
+# find. Used by stage-runtime.sh (the container image) and stage-hardware-checks.sh (the
+# hardware checks' archive).
 # usage: scripts/copy-shared-libs.sh DEST SKIP OBJECT...
 set -euo pipefail
 [ $# -ge 3 ] || { echo "usage: $0 DEST SKIP OBJECT..." >&2; exit 2; }

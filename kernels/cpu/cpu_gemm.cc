@@ -36,43 +36,43 @@ void RunRows(const CpuContext& ctx, const GemmParams& p, const TensorView& a_vie
   const int64_t panels = (n + panel - 1) / panel;
   const int64_t items = batch * panels;
   const int threads = ctx.ThreadsFor(batch * m * n * (k > 0 ? k : 1));
+  // One kernel call on thread t: rows [r0, r1) of batch entry bi, columns [n0, n1).
+  const auto call = [&](int t, int64_t bi, int64_t r0, int64_t r1, int64_t n0, int64_t n1) {
+    GemmArgs g;
+    g.a = reinterpret_cast<const float*>(a.data) + bi * a.batch_stride + r0 * a.row_stride;
+    g.lda = a.row_stride;
+    g.b = b.data + bi * b.batch_stride * b_elem;
+    g.b_dtype = p.b.dtype();
+    g.ldb = b.row_stride;
+    g.c = reinterpret_cast<float*>(out.data) + bi * out.batch_stride + r0 * out.row_stride;
+    g.ldc = out.row_stride;
+    g.m = r1 - r0;
+    g.k = k;
+    g.n_begin = n0;
+    g.n_end = n1 < n ? n1 : n;
+    g.path = path;
+    g.a_bf16 = ctx.RoundsInputsFor(p.b.dtype());
+    ctx.k().gemm(g, ctx.GemmScratch(t));
+  };
   // Row groups per item, so that a few wide items still occupy the team.
   const int64_t row_groups = items >= threads ? 1 : threads / items;
-
   ctx.Parallel(threads, [&](int t, int team) {
     const Range units = SplitRange(items * row_groups, team, t);
     for (int64_t u = units.begin; u < units.end;) {
       const int64_t item = u / row_groups;
       const int64_t bi = item / panels;
-      GemmArgs g;
+      const int64_t first = item - bi * panels;
       if (row_groups == 1) {
         // Merge this thread's consecutive panels of one batch entry into one call.
         const int64_t last = units.end - 1 < (bi + 1) * panels - 1 ? units.end - 1
                                                                   : (bi + 1) * panels - 1;
-        g.n_begin = (item - bi * panels) * panel;
-        g.n_end = (last - bi * panels + 1) * panel < n ? (last - bi * panels + 1) * panel : n;
-        g.m = m;
-        g.a = reinterpret_cast<const float*>(a.data) + bi * a.batch_stride;
-        g.c = reinterpret_cast<float*>(out.data) + bi * out.batch_stride;
+        call(t, bi, 0, m, first * panel, (last - bi * panels + 1) * panel);
         u = last + 1;
       } else {
         const Range rows = SplitRange(m, static_cast<int>(row_groups), u % row_groups);
-        g.n_begin = (item - bi * panels) * panel;
-        g.n_end = g.n_begin + panel < n ? g.n_begin + panel : n;
-        g.m = rows.end - rows.begin;
-        g.a = reinterpret_cast<const float*>(a.data) + bi * a.batch_stride + rows.begin * a.row_stride;
-        g.c = reinterpret_cast<float*>(out.data) + bi * out.batch_stride + rows.begin * out.row_stride;
+        call(t, bi, rows.begin, rows.end, first * panel, (first + 1) * panel);
         ++u;
       }
-      g.lda = a.row_stride;
-      g.b = b.data + bi * b.batch_stride * b_elem;
-      g.b_dtype = p.b.dtype();
-      g.ldb = b.row_stride;
-      g.ldc = out.row_stride;
-      g.k = k;
-      g.path = path;
-      g.a_bf16 = ctx.RoundsInputsFor(p.b.dtype());
-      ctx.k().gemm(g, ctx.GemmScratch(t));
     }
   });
 }
