@@ -1,11 +1,18 @@
 // MoE block alignment and the routed experts.
 //
-// MoeExperts splits columns, not experts, over the team: in phase 1 each thread computes its
-// slice of every active expert's gate and up projections (one grouped GEMM over the expert's
-// rows of the aligned order for both, so that A is packed once) and applies SiLU·mul to that
-// slice while it is hot in cache; after one barrier, phase 2 computes its slice of the down
-// projections and the weighted combine for the same hidden columns. Every thread streams a
-// disjoint slice of each expert's weights, so the load is even whatever the routing.
+// MoeExperts hands out work items, an expert's block of columns each, to the team as threads
+// come free: in phase 1 an item computes its columns of one expert's gate and up projections
+// (one grouped GEMM over the expert's rows for both, so that A is packed once per item) and
+// applies SiLU·mul to them while they are hot in cache; after a barrier phase 2 does the same
+// for the down projections, and after another each thread does the weighted combine for its
+// slice of the hidden columns. An expert is cut into blocks in proportion to its rows, about
+// kItemsPerThread items per thread over the call: few experts with few rows (decode) still
+// spread their weights over every thread, many experts with many rows (a prompt) pack each
+// row of A for wide blocks instead of for one thread's narrow slice, and an expert that most
+// tokens chose does not hold up the team. Which thread runs an item does not change its
+// results (a column's sums do not depend on the columns beside it).
+#include <algorithm>
+#include <atomic>
 #include <cstdint>
 
 #include "kernels/cpu/cpu_context.h"
@@ -21,26 +28,57 @@ int32_t* MutI32(const TensorView& v, int64_t i) { return v.ptr<int32_t>() + i * 
 // scratch.
 constexpr int64_t kChunk = CpuContext::kIndexScratch / 2;
 
-// Walks every expert's run of the aligned order in chunks of up to kChunk real (non-padding)
-// entries: fn(expert, m, tokens, positions) with tokens[i] the token of entry positions[i].
+// Walks expert e's run of the aligned order in chunks of up to kChunk real (non-padding)
+// entries: fn(m, tokens, positions) with tokens[i] the token of entry positions[i].
 template <class Fn>
-void ForEachChunk(const MoeExpertsParams& p, int64_t num_experts, int64_t top_k,
-                  int64_t num_pairs, int32_t* rows, Fn&& fn) {
+void ForEachChunk(const MoeExpertsParams& p, int64_t e, int64_t top_k, int64_t num_pairs,
+                  int32_t* rows, Fn&& fn) {
   int32_t* tokens = rows;
   int32_t* positions = rows + kChunk;
-  for (int64_t e = 0; e < num_experts; ++e) {
-    const int64_t end = I32(p.expert_offsets, e + 1);
-    for (int64_t s = I32(p.expert_offsets, e); s < end;) {
-      int64_t m = 0;
-      for (; s < end && m < kChunk; ++s) {
-        const int32_t pair = I32(p.sorted_ids, s);
-        if (pair == num_pairs) continue;  // padding
-        MLASERVE_CHECK(pair >= 0 && pair < num_pairs);
-        tokens[m] = static_cast<int32_t>(pair / top_k);
-        positions[m++] = static_cast<int32_t>(s);
-      }
-      if (m > 0) fn(e, m, tokens, positions);
+  const int64_t end = I32(p.expert_offsets, e + 1);
+  for (int64_t s = I32(p.expert_offsets, e); s < end;) {
+    int64_t m = 0;
+    for (; s < end && m < kChunk; ++s) {
+      const int32_t pair = I32(p.sorted_ids, s);
+      if (pair == num_pairs) continue;  // padding
+      MLASERVE_CHECK(pair >= 0 && pair < num_pairs);
+      tokens[m] = static_cast<int32_t>(pair / top_k);
+      positions[m++] = static_cast<int32_t>(s);
     }
+    if (m > 0) fn(m, tokens, positions);
+  }
+}
+
+// Work items per thread that the experts' blocks aim at over one call.
+constexpr int64_t kItemsPerThread = 8;
+
+// first[e], e <= num_experts: the index of expert e's first item, where an expert of r aligned
+// rows out of `total` is cut into ceil(r * threads * kItemsPerThread / total) blocks (at
+// least one, at most one per panel of the `width` columns).
+void PlanItems(const MoeExpertsParams& p, int64_t num_experts, int64_t total, int threads,
+               int64_t width, int64_t panel, int32_t* first) {
+  const int64_t units = (width + panel - 1) / panel;
+  first[0] = 0;
+  for (int64_t e = 0; e < num_experts; ++e) {
+    const int64_t rows = I32(p.expert_offsets, e + 1) - I32(p.expert_offsets, e);
+    const int64_t blocks =
+        rows == 0 ? 0
+                  : std::clamp<int64_t>((rows * threads * kItemsPerThread + total - 1) / total, 1,
+                                        units);
+    first[e + 1] = static_cast<int32_t>(first[e] + blocks);
+  }
+}
+
+// Runs fn(e, cols) for the items of `first` that this thread takes from `next`: cols is
+// expert e's block of [0, width).
+template <class Fn>
+void TakeItems(std::atomic<int64_t>& next, const int32_t* first, int64_t num_experts,
+               int64_t width, int64_t panel, Fn&& fn) {
+  for (int64_t i = next.fetch_add(1, std::memory_order_relaxed); i < first[num_experts];
+       i = next.fetch_add(1, std::memory_order_relaxed)) {
+    const int64_t e = std::upper_bound(first, first + num_experts + 1, i) - first - 1;
+    const int blocks = first[e + 1] - first[e];
+    fn(e, SplitRange(width, blocks, static_cast<int>(i - first[e]), panel));
   }
 }
 
@@ -132,14 +170,21 @@ void CpuMoeExperts(const CpuContext& ctx, const MoeExpertsParams& p) {
   const int64_t gu_ld = p.workspace_gate_up.stride(0), act_ld = p.workspace_act.stride(0);
   const int64_t down_ld = p.workspace_down.stride(0);
   const int threads = ctx.ThreadsFor(num_pairs * 3 * inter * hidden);
+  const int64_t panel = k.gemm_panel_cols;
+
+  // The two phases' item plans, read by every thread.
+  MLASERVE_CHECK(2 * (num_experts + 1) <= CpuContext::kOpScratchFloats);
+  int32_t* first13 = reinterpret_cast<int32_t*>(ctx.OpScratch(0));
+  int32_t* first2 = first13 + num_experts + 1;
+  PlanItems(p, num_experts, total, threads, inter, panel, first13);
+  PlanItems(p, num_experts, total, threads, hidden, panel, first2);
+  std::atomic<int64_t> next13{0}, next2{0};
 
   ctx.Parallel(threads, [&](int t, int team) {
     int32_t* rows = ctx.IndexScratch(t);
-    const int64_t panel = k.gemm_panel_cols;
-    const Range cols = SplitRange(inter, team, t, panel);
-    if (cols.begin < cols.end) {
-      ForEachChunk(p, num_experts, top_k, num_pairs, rows,
-                   [&](int64_t e, int64_t m, const int32_t* tokens, const int32_t* positions) {
+    TakeItems(next13, first13, num_experts, inter, panel, [&](int64_t e, Range cols) {
+      ForEachChunk(p, e, top_k, num_pairs, rows,
+                   [&](int64_t m, const int32_t* tokens, const int32_t* positions) {
                      GemmArgs g;
                      g.a = p.x.ptr<const float>();
                      g.lda = p.x.stride(0);
@@ -153,7 +198,7 @@ void CpuMoeExperts(const CpuContext& ctx, const MoeExpertsParams& p) {
                      g.m = m;
                      g.k = hidden;
                      g.a_bf16 = ctx.RoundsInputsFor(p.w13.dtype());
-                     // The slice of the gate and the same slice of the up projection.
+                     // The block of the gate and the same block of the up projection.
                      g.n_begin = cols.begin;
                      g.n_end = cols.end;
                      g.n_repeat = inter;
@@ -164,29 +209,32 @@ void CpuMoeExperts(const CpuContext& ctx, const MoeExpertsParams& p) {
                                   act + positions[i] * act_ld + cols.begin, cols.end - cols.begin);
                      }
                    });
-    }
+    });
+    ctx.Barrier();
+    TakeItems(next2, first2, num_experts, hidden, panel, [&](int64_t e, Range cols) {
+      ForEachChunk(p, e, top_k, num_pairs, rows,
+                   [&](int64_t m, const int32_t* tokens, const int32_t* positions) {
+                     GemmArgs g;
+                     g.a = act;
+                     g.lda = act_ld;
+                     g.a_rows = positions;
+                     g.b = w2 + e * hidden * inter * w2_elem;
+                     g.b_dtype = p.w2.dtype();
+                     g.ldb = inter;
+                     g.c = down;
+                     g.ldc = down_ld;
+                     g.c_rows = positions;
+                     g.m = m;
+                     g.k = inter;
+                     g.a_bf16 = ctx.RoundsInputsFor(p.w2.dtype());
+                     g.n_begin = cols.begin;
+                     g.n_end = cols.end;
+                     ChunkGemm(ctx, p.decode_tokens, tokens, g, ctx.GemmScratch(t));
+                   });
+    });
     ctx.Barrier();
     const Range hid = SplitRange(hidden, team, t, panel);
     if (hid.begin == hid.end) return;
-    ForEachChunk(p, num_experts, top_k, num_pairs, rows,
-                 [&](int64_t e, int64_t m, const int32_t* tokens, const int32_t* positions) {
-                   GemmArgs g;
-                   g.a = act;
-                   g.lda = act_ld;
-                   g.a_rows = positions;
-                   g.b = w2 + e * hidden * inter * w2_elem;
-                   g.b_dtype = p.w2.dtype();
-                   g.ldb = inter;
-                   g.c = down;
-                   g.ldc = down_ld;
-                   g.c_rows = positions;
-                   g.m = m;
-                   g.k = inter;
-                   g.a_bf16 = ctx.RoundsInputsFor(p.w2.dtype());
-                   g.n_begin = hid.begin;
-                   g.n_end = hid.end;
-                   ChunkGemm(ctx, p.decode_tokens, tokens, g, ctx.GemmScratch(t));
-                 });
     float* out = p.out.ptr<float>();
     const int64_t out_ld = p.out.stride(0);
     const int64_t width = hid.end - hid.begin;

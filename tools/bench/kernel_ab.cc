@@ -8,7 +8,7 @@
 //
 // Cases: the prompt GEMMs of a 512-token prefill at DeepSeek-V2-Lite's shapes (bf16 weights,
 // m x n x k), one expert's gate ‖ up and down projections of 48 rows, and the routed experts of
-// a 512-token prompt (uniform routing, as mlaserve-kernel-bench's BM_MoeExperts/512).
+// 1, 16 and 512 tokens (uniform routing, as mlaserve-kernel-bench's BM_MoeExperts).
 //
 //   mlaserve-kernel-ab --builds=amx_bf16,avx512_bf16 [--threads=0] [--dtype=float32]
 //       [--seconds=30] [--cases=512x2048x2048,experts512]
@@ -72,7 +72,7 @@ class Cases {
                            {48, kHidden, kExpertInter}}) {
       AddGemm(m, n, k);
     }
-    AddExperts(512);
+    for (int64_t tokens : {1, 16, 512}) AddExperts(tokens);
   }
   std::vector<Case>& all() { return cases_; }
 
@@ -93,13 +93,17 @@ class Cases {
 
   void AddExperts(int64_t tokens) {
     std::mt19937 rng(4);
-    routing_ = std::make_unique<bench::Routing>(alloc_, tokens, rng);
+    routings_.push_back(std::make_unique<bench::Routing>(alloc_, tokens, rng));
     const int64_t len = bench::Routing::AlignedLength(tokens);
-    const bench::Routing& r = *routing_;
+    const bench::Routing& r = *routings_.back();
+    if (w13_ == nullptr) {  // one set of expert weights for every case
+      w13_ = Keep(Buffer(alloc_, DType::kBF16, {kExperts, 2 * kExpertInter, kHidden}, 6));
+      w2_ = Keep(Buffer(alloc_, DType::kBF16, {kExperts, kHidden, kExpertInter}, 7));
+    }
     const MoeExpertsParams params{
         .x = Keep(Buffer(alloc_, DType::kF32, {tokens, kHidden}, 5))->view,
-        .w13 = Keep(Buffer(alloc_, DType::kBF16, {kExperts, 2 * kExpertInter, kHidden}, 6))->view,
-        .w2 = Keep(Buffer(alloc_, DType::kBF16, {kExperts, kHidden, kExpertInter}, 7))->view,
+        .w13 = w13_->view,
+        .w2 = w2_->view,
         .topk_weights = Keep(Buffer(alloc_, DType::kF32, {tokens, kTopK}, 8))->view,
         .sorted_ids = r.sorted.view,
         .block_expert_ids = r.blocks.view,
@@ -117,7 +121,9 @@ class Cases {
 
   Backend& alloc_;
   std::vector<std::unique_ptr<Buffer>> buffers_;
-  std::unique_ptr<bench::Routing> routing_;
+  std::vector<std::unique_ptr<bench::Routing>> routings_;
+  const Buffer* w13_ = nullptr;
+  const Buffer* w2_ = nullptr;
   std::vector<Case> cases_;
 };
 
