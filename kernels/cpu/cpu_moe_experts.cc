@@ -49,8 +49,9 @@ void ForEachChunk(const MoeExpertsParams& p, int64_t e, int64_t top_k, int64_t n
   }
 }
 
-// Work items per thread that the experts' blocks aim at over one call.
-constexpr int64_t kItemsPerThread = 8;
+// Work items per thread that the experts' blocks aim at over one call (of 4, 8 and 16, 16 was
+// the fastest on 16 Xeon cores; docs/performance.md).
+constexpr int64_t kItemsPerThread = 16;
 
 // first[e], e <= num_experts: the index of expert e's first item, where an expert of r aligned
 // rows out of `total` is cut into ceil(r * threads * kItemsPerThread / total) blocks (at
