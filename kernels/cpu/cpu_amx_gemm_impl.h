@@ -20,16 +20,13 @@
 // bf16-pair panel of the AVX-512 build (cpu_gemm_impl.h), which is already the layout a B tile
 // reads (16 columns' pairs per row, one row per pair of k), zero-padded the same way. Two row
 // tiles x two column tiles of C (32 x 32 f32) stay in tile registers for a whole depth block,
-// then are added into C through a 4 KiB staging block. A team may pack each block of A once
-// for all its threads (SharedPacking, used by CpuGemm) instead of every thread packing all of
-// A for its own columns; the packed values and so the results are the same.
+// then are added into C through a 4 KiB staging block.
 #ifndef MLASERVE_KERNELS_CPU_CPU_AMX_GEMM_IMPL_H_
 #define MLASERVE_KERNELS_CPU_CPU_AMX_GEMM_IMPL_H_
 
 #include <cstdint>
 #include <cstring>
 
-#include "kernels/check.h"
 #include "kernels/cpu/cpu_amx_tiles.h"
 #include "kernels/cpu/cpu_avx512_traits.h"
 #include "kernels/cpu/cpu_gemm_impl.h"
@@ -148,17 +145,12 @@ struct AmxGemmImpl {
     }
   }
 
-  static int Parts(const GemmArgs& g) { return g.a_bf16 ? 1 : kMaxParts; }
-  static int64_t PairsPadded(int64_t kc) { return RoundUp((kc + 1) / 2, kTilePairs); }
-
   static void Packed(const GemmArgs& g, float* scratch) {
-    const int parts = Parts(g);
+    const int parts = g.a_bf16 ? 1 : kMaxParts;
     uint32_t* planes = reinterpret_cast<uint32_t*>(scratch);
     uint32_t* bp = planes + kMaxParts * kPlaneWords;
     float* stage = reinterpret_cast<float*>(bp + kPairs * kNr);
     const uint16_t* b = static_cast<const uint16_t*>(g.b);
-    const uint32_t* shared = static_cast<const uint32_t*>(g.a_packed);
-    MLASERVE_CHECK(shared == nullptr || g.m <= kMc);
     Tiles::Configure();
     for (int64_t ic = 0; ic < g.m; ic += kMc) {
       const int64_t mc = Lo(kMc, g.m - ic);
@@ -166,14 +158,9 @@ struct AmxGemmImpl {
       for (int64_t pc = 0; pc < g.k; pc += kKc) {
         const int64_t kc = Lo(kKc, g.k - pc);
         const int64_t pairs = (kc + 1) / 2;
-        const int64_t pairs_padded = PairsPadded(kc);
+        const int64_t pairs_padded = RoundUp(pairs, kTilePairs);
         const bool acc = g.accumulate || pc > 0;
-        const uint32_t* block = planes;
-        if (shared != nullptr) {
-          block = shared + pc / kKc * parts * kPlaneWords;
-        } else {
-          PackA(g, ic, mc, rows_padded, pc, kc, pairs_padded, parts, planes);
-        }
+        PackA(g, ic, mc, rows_padded, pc, kc, pairs_padded, parts, planes);
         Base::EachRange(g, [&](const GemmArgs& range) {
           for (int64_t jr = range.n_begin; jr < range.n_end; jr += kNr) {
             const int64_t nr = Lo(kNr, range.n_end - jr);
@@ -182,7 +169,7 @@ struct AmxGemmImpl {
             std::memset(bp + pairs * kNr, 0, (pairs_padded - pairs) * kNr * sizeof(uint32_t));
             const int64_t steps = pairs_padded / kTilePairs;
             for (int64_t ir = 0; ir < mc; ir += 32) {
-              const uint32_t* a = block + ir * kAPitch;
+              const uint32_t* a = planes + ir * kAPitch;
               if (mc - ir > 16) {
                 TileRows<true>(steps, parts, a, bp, stage);
               } else {
@@ -195,29 +182,6 @@ struct AmxGemmImpl {
       }
     }
     Tiles::Release();
-  }
-
-  // The team-shared packing (CpuKernels::gemm_shared_pack): a block of up to kMc rows as the
-  // planes of every depth block in turn, depth block j at j * parts * kPlaneWords words, in
-  // the layout Packed packs into its scratch.
-  static bool SharedPackApplies(const GemmArgs& g) {
-    return Base::PackedPath(g) && g.b_dtype == DType::kBF16 && g.m > 0 && g.k > 0;
-  }
-  static int64_t SharedPackBytes(const GemmArgs& g) {
-    return (g.k + kKc - 1) / kKc * Parts(g) * kPlaneWords * sizeof(uint32_t);
-  }
-  static void SharedPack(const GemmArgs& g, int64_t r0, int64_t r1, void* dst) {
-    const int parts = Parts(g);
-    uint32_t* rows = static_cast<uint32_t*>(dst) + r0 * kAPitch;
-    for (int64_t pc = 0; pc < g.k; pc += kKc) {
-      const int64_t kc = Lo(kKc, g.k - pc);
-      PackA(g, r0, Lo(r1, g.m) - r0, r1 - r0, pc, kc, PairsPadded(kc), parts,
-            rows + pc / kKc * parts * kPlaneWords);
-    }
-  }
-  static GemmSharedPack SharedPacking() {
-    return {.rows = kMc, .applies = &SharedPackApplies, .bytes = &SharedPackBytes,
-            .pack = &SharedPack};
   }
 
   static void Run(const GemmArgs& g, float* scratch) {

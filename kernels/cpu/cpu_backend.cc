@@ -55,7 +55,7 @@ CpuBackend::CpuBackend(const CpuKernels& kernels, int num_threads, bool batch_in
     : HostBackend(activation_dtype),
       pool_(std::make_unique<CpuThreadPool>(ResolveThreads(num_threads))),
       arena_(AllocateArena(pool_->size())),
-      ctx_(kernels, *pool_, arena_, shared_, batch_invariant, activation_dtype),
+      ctx_(kernels, *pool_, arena_, batch_invariant, activation_dtype),
       numa_(TriedNumaPlacement(&numa_refused_errno_)) {
   TuneStreaming(ctx_);
 }

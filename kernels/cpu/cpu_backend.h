@@ -78,7 +78,6 @@ class CpuBackend : public HostBackend {
  private:
   std::unique_ptr<CpuThreadPool> pool_;
   char* arena_;  // num_threads() * CpuContext::kThreadScratchBytes, owned
-  TeamBuffer shared_;
   CpuContext ctx_;
   int numa_refused_errno_ = 0;  // before numa_, whose initialization sets it
   NumaPlacement numa_;

@@ -6,9 +6,7 @@
 #define MLASERVE_KERNELS_CPU_CPU_CONTEXT_H_
 
 #include <cstdint>
-#include <cstdlib>
 
-#include "kernels/check.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/cpu_thread_pool.h"
 #include "kernels/params.h"
@@ -32,31 +30,6 @@ inline Range SplitRange(int64_t n, int parts, int part, int64_t align = 1) {
   return {bound(part), bound(part + 1)};
 }
 
-// Memory one op shares across its team (a GEMM's packed A): grown on the calling thread,
-// outside parallel regions; 64-byte aligned; contents are not kept when it grows.
-class TeamBuffer {
- public:
-  TeamBuffer() = default;
-  TeamBuffer(const TeamBuffer&) = delete;
-  TeamBuffer& operator=(const TeamBuffer&) = delete;
-  ~TeamBuffer() { std::free(data_); }
-
-  void* Get(int64_t bytes) {
-    if (bytes > bytes_) {
-      std::free(data_);
-      const int64_t rounded = (bytes + 63) / 64 * 64;
-      data_ = std::aligned_alloc(64, static_cast<size_t>(rounded));
-      MLASERVE_CHECK_MSG(data_ != nullptr, "CPU backend shared scratch allocation failed");
-      bytes_ = rounded;
-    }
-    return data_;
-  }
-
- private:
-  void* data_ = nullptr;
-  int64_t bytes_ = 0;
-};
-
 class CpuContext {
  public:
   // Floats of op scratch per thread beyond the Gemm scratch: enough for MLA decode over 128
@@ -68,15 +41,13 @@ class CpuContext {
   static constexpr int64_t kThreadScratchBytes =
       (kGemmScratchFloats + kOpScratchFloats) * 4 + kIndexScratch * 4;
 
-  // `arena`: pool.size() * kThreadScratchBytes bytes, 64-byte aligned. All three are owned by
-  // the caller and outlive the context. `batch_invariant` and `activation_dtype`: see
-  // CpuBackend.
-  CpuContext(const CpuKernels& kernels, CpuThreadPool& pool, char* arena, TeamBuffer& shared,
-             bool batch_invariant, DType activation_dtype)
+  // `arena`: pool.size() * kThreadScratchBytes bytes, 64-byte aligned. Both are owned by the
+  // caller and outlive the context. `batch_invariant` and `activation_dtype`: see CpuBackend.
+  CpuContext(const CpuKernels& kernels, CpuThreadPool& pool, char* arena, bool batch_invariant,
+             DType activation_dtype)
       : kernels_(&kernels),
         pool_(&pool),
         arena_(arena),
-        shared_(&shared),
         batch_invariant_(batch_invariant),
         activation_dtype_(activation_dtype) {}
 
@@ -94,9 +65,6 @@ class CpuContext {
   int32_t* IndexScratch(int t) const {
     return reinterpret_cast<int32_t*>(OpScratch(t) + kOpScratchFloats);
   }
-  // At least `bytes` bytes for the whole team of the next parallel region; call it outside
-  // parallel regions (it may reallocate).
-  void* TeamScratch(int64_t bytes) const { return shared_->Get(bytes); }
 
   // Threads worth waking for an op of `work` multiply-adds (or element touches): waking the
   // team costs a few microseconds, so small ops run on the calling thread.
@@ -123,7 +91,6 @@ class CpuContext {
   const CpuKernels* kernels_;
   CpuThreadPool* pool_;
   char* arena_;
-  TeamBuffer* shared_;
   bool batch_invariant_;
   DType activation_dtype_;
 };

@@ -1,7 +1,6 @@
 // Gemm: out[b] = a[b] · b[b]ᵀ. The (batch, column panel) pairs are split statically over the
 // team, so each thread streams a contiguous slice of weight rows; when there are fewer pairs
-// than threads, the rows of a are split as well. Builds that can share a packing of A
-// (the AMX build) pack it once for the team instead of once per thread.
+// than threads, the rows of a are split as well.
 #include <chrono>
 #include <cstdint>
 
@@ -25,36 +24,6 @@ Operand AsOperand(const TensorView& v) {
   return {static_cast<char*>(v.data()), batched ? v.stride(0) : 0, v.stride(-2), v.size(-2)};
 }
 
-// A GEMM of one batch entry whose build packs A in a layout the team can share
-// (CpuKernels::gemm_shared_pack): block by block of rows, every thread packs a slice of the
-// block's rows, and after a barrier computes its panels from the whole block. Two buffers
-// alternate, so one barrier per block suffices: a thread packs block c + 1 only after the
-// barrier that every thread reaches once done with block c - 1, the other buffer's block.
-// args(bi, r0, r1, n0, n1): the kernel arguments of rows [r0, r1), columns [n0, n1).
-template <class Args>
-void RunSharedPack(const CpuContext& ctx, int threads, int64_t panels, int64_t panel, int64_t m,
-                   const Args& args) {
-  const GemmSharedPack& shared = ctx.k().gemm_shared_pack;
-  const int64_t block_rows = shared.rows;
-  const int64_t bytes = shared.bytes(args(0, 0, m < block_rows ? m : block_rows, 0, panel));
-  char* buffers = static_cast<char*>(ctx.TeamScratch(2 * bytes));
-  ctx.Parallel(threads, [&](int t, int team) {
-    const Range cols = SplitRange(panels, team, t);
-    int64_t block = 0;
-    for (int64_t r0 = 0; r0 < m; r0 += block_rows, ++block) {
-      const int64_t r1 = m - r0 < block_rows ? m : r0 + block_rows;
-      GemmArgs g = args(0, r0, r1, cols.begin * panel, cols.end * panel);
-      void* packed = buffers + (block % 2) * bytes;
-      const Range rows = SplitRange((r1 - r0 + 15) / 16 * 16, team, t, 16);
-      if (rows.begin < rows.end) shared.pack(g, rows.begin, rows.end, packed);
-      ctx.Barrier();
-      if (cols.begin == cols.end) continue;
-      g.a_packed = packed;
-      ctx.k().gemm(g, ctx.GemmScratch(t));
-    }
-  });
-}
-
 // out_view = a_view · p.bᵀ for the rows of these views (slices of p.a and p.out), by `path`.
 void RunRows(const CpuContext& ctx, const GemmParams& p, const TensorView& a_view,
              const TensorView& out_view, GemmPath path) {
@@ -67,8 +36,8 @@ void RunRows(const CpuContext& ctx, const GemmParams& p, const TensorView& a_vie
   const int64_t panels = (n + panel - 1) / panel;
   const int64_t items = batch * panels;
   const int threads = ctx.ThreadsFor(batch * m * n * (k > 0 ? k : 1));
-  // The kernel arguments for rows [r0, r1) of batch entry bi, columns [n0, n1).
-  const auto args = [&](int64_t bi, int64_t r0, int64_t r1, int64_t n0, int64_t n1) {
+  // One kernel call on thread t: rows [r0, r1) of batch entry bi, columns [n0, n1).
+  const auto call = [&](int t, int64_t bi, int64_t r0, int64_t r1, int64_t n0, int64_t n1) {
     GemmArgs g;
     g.a = reinterpret_cast<const float*>(a.data) + bi * a.batch_stride + r0 * a.row_stride;
     g.lda = a.row_stride;
@@ -83,19 +52,10 @@ void RunRows(const CpuContext& ctx, const GemmParams& p, const TensorView& a_vie
     g.n_end = n1 < n ? n1 : n;
     g.path = path;
     g.a_bf16 = ctx.RoundsInputsFor(p.b.dtype());
-    return g;
-  };
-  const auto call = [&](int t, int64_t bi, int64_t r0, int64_t r1, int64_t n0, int64_t n1) {
-    ctx.k().gemm(args(bi, r0, r1, n0, n1), ctx.GemmScratch(t));
+    ctx.k().gemm(g, ctx.GemmScratch(t));
   };
   // Row groups per item, so that a few wide items still occupy the team.
   const int64_t row_groups = items >= threads ? 1 : threads / items;
-  const GemmSharedPack& shared = ctx.k().gemm_shared_pack;
-  if (shared.pack != nullptr && batch == 1 && threads > 1 && row_groups == 1 &&
-      shared.applies(args(0, 0, m < shared.rows ? m : shared.rows, 0, n))) {
-    RunSharedPack(ctx, threads, panels, panel, m, args);
-    return;
-  }
   ctx.Parallel(threads, [&](int t, int team) {
     const Range units = SplitRange(items * row_groups, team, t);
     for (int64_t u = units.begin; u < units.end;) {

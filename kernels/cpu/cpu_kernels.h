@@ -52,23 +52,6 @@ struct GemmArgs {
   // in f32 with bf16 weights (bf16 activations, --dtype=bfloat16). Builds with bf16 dot-product
   // instructions then multiply with them on the packed and the dot-product paths.
   bool a_bf16 = false;
-  // When set, A is already packed here by CpuKernels::gemm_shared_pack (rows [0, m) of this
-  // call, m <= gemm_shared_pack.rows) and the call reads it instead of packing A itself.
-  const void* a_packed = nullptr;
-};
-
-// A packing of A that a whole team shares, for builds whose packed GEMM would otherwise have
-// every thread pack all of A for its own slice of columns.
-struct GemmSharedPack {
-  // Rows per shared block; null `pack` where the build has no shared packing.
-  int64_t rows = 0;
-  // Whether a call over g (all columns; g.m <= rows) would read a shared pack.
-  bool (*applies)(const GemmArgs& g) = nullptr;
-  // Bytes of one block's pack for g's depth and activations.
-  int64_t (*bytes)(const GemmArgs& g) = nullptr;
-  // Packs rows [r0, r1) of g into dst (r0 a multiple of 16, r1 <= g.m rounded up to 16);
-  // slices may be packed by different threads and together make the block.
-  void (*pack)(const GemmArgs& g, int64_t r0, int64_t r1, void* dst) = nullptr;
 };
 
 // C += A · B with B stored [k, n] (the value side of attention: rows of B are cache rows).
@@ -95,7 +78,6 @@ struct CpuKernels {
   int gemm_panel_cols;
   // scratch: kGemmScratchFloats, 64-byte aligned, private to the calling thread.
   void (*gemm)(const GemmArgs& args, float* scratch);
-  GemmSharedPack gemm_shared_pack;
   void (*gemm_nn)(const GemmNnArgs& args);
   // Largest x[i], i < n (n >= 1).
   float (*max)(const float* x, int64_t n);

@@ -14,7 +14,6 @@ template <class Tiles>
 CpuKernels MakeAmxKernels() {
   CpuKernels k = cpu_impl::MakeCpuKernels<Avx512Bf16>(CpuIsa::kAmxBf16);
   k.gemm = &cpu_impl::AmxGemmImpl<Tiles>::Run;
-  k.gemm_shared_pack = cpu_impl::AmxGemmImpl<Tiles>::SharedPacking();
   return k;
 }
 

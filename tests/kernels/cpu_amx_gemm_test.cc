@@ -10,7 +10,6 @@
 #include <cstdlib>
 #include <random>
 #include <string>
-#include <utility>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -195,41 +194,6 @@ TEST_P(AmxGemmTest, PackedRowsDoNotDependOnTheirNeighbours) {
     Gemm(single);
     for (int64_t j = 0; j < p.n; ++j) {
       ASSERT_EQ(one[j], all[i * p.n + j]) << "row " << i << " column " << j;
-    }
-  }
-}
-
-// A block of A packed once in slices (as a team's threads pack it, CpuGemm's shared packing)
-// and read by calls over any columns gives the same bits as each call packing A itself: rows
-// and pairs with tails, three depth blocks, both activation modes, two column ranges.
-TEST_P(AmxGemmTest, SharedPackGivesTheSameBits) {
-  const GemmSharedPack& shared = kernels_->gemm_shared_pack;
-  ASSERT_NE(shared.pack, nullptr);
-  std::mt19937 rng(11);
-  for (bool a_bf16 : {false, true}) {
-    const Problem p = MakeProblem(rng, 75, 70, 1101);
-    std::vector<float> own(p.m * p.n), from_shared(p.m * p.n);
-    GemmArgs g = ArgsFor(p, own.data(), p.n);
-    g.a_bf16 = a_bf16;
-    g.path = GemmPath::kPacked;
-    ASSERT_TRUE(shared.applies(g));
-    ASSERT_LE(p.m, shared.rows);
-    Gemm(g);
-    std::vector<char> packed(shared.bytes(g) + 64);
-    void* dst = packed.data() + (64 - reinterpret_cast<uintptr_t>(packed.data()) % 64) % 64;
-    for (auto [r0, r1] : {std::pair<int64_t, int64_t>{0, 16}, {16, 48}, {48, 80}}) {
-      shared.pack(g, r0, r1, dst);
-    }
-    GemmArgs read = g;
-    read.c = from_shared.data();
-    read.a_packed = dst;
-    for (auto [n0, n1] : {std::pair<int64_t, int64_t>{0, 32}, {32, 70}}) {
-      read.n_begin = n0;
-      read.n_end = n1;
-      Gemm(read);
-    }
-    for (int64_t i = 0; i < p.m * p.n; ++i) {
-      ASSERT_EQ(from_shared[i], own[i]) << "a_bf16=" << a_bf16 << " element " << i;
     }
   }
 }
