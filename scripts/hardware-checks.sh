@@ -13,13 +13,16 @@
 #                     avx512_bf16 on every CPU, f32 and bf16 activations, 40 s each
 #   cpu_compare.log   tools/bench/compare_llamacpp.sh on every CPU, two rounds, 16 streams
 #                     (needs the archive's llama/ and bench/)
+#   cpu_profile.log   where the CPU time goes on every CPU (MLASERVE_PROFILE=1): a 512-token
+#                     prompt in f32 and bf16 (mlaserve generate), and replayed 16-row decode
+#                     steps (mlaserve-graph-bench)
 #   cuda_serve.log    mlaserve serve --backend=cuda under mlaserve-bench at 16 and 64 streams,
 #                     --deterministic on and off
 #   cpu_compare_2t.log  the comparison on two threads, one round
 # plus env.log (the GPU, the CPU, where cuBLAS was found). lite-slice-4 is written under
 # MODEL (default /tmp/lite-slice-4) by the archive's make_model.py unless it is there already.
 # SKIP: names of steps to leave out, among cuda_perf, sanitizer, kernel_ab, cpu_compare,
-# cuda_serve and cpu_compare_2t (the GPU tests and the goldens always run).
+# cpu_profile, cuda_serve and cpu_compare_2t (the GPU tests and the goldens always run).
 # Run from the root of a checkout of the commit the archive was built from.
 # usage: [SKIP="STEP ..."] scripts/hardware-checks.sh ARCHIVE OUT_DIR [SECONDS]
 set -u
@@ -126,6 +129,20 @@ cpu_compare() {  # THREADS ROUNDS STREAMS
 }
 can_compare=$([ -x "$m/llama/llamacpp-peer" ] && [ -x "$m/bench/.cache/bin/membw" ] && echo 1)
 [ -n "$can_compare" ] && wanted cpu_compare && [ "$(left)" -gt 200 ] && cpu_compare "$(nproc)" 2 16 > "$out/cpu_compare.log" 2>&1
+
+if wanted cpu_profile && [ "$(left)" -gt 100 ]; then
+  for dtype in float32 bfloat16; do
+    echo "== 512-token prompt, dtype=$dtype, $(nproc) threads"
+    MLASERVE_PROFILE=1 timeout 40 "$bin/mlaserve" generate --backend=cpu --model="$model" \
+        --threads="$(nproc)" --dtype=$dtype --prompt_ids="$ids" --max_tokens=1 \
+        --max_num_batched_tokens=512 --kv_cache_tokens=640 2>&1 > /dev/null \
+      | sed -n '/op profile/,$p'
+  done
+  echo "== 16 decode rows, eager and replayed (the graph bench profiles both), $(nproc) threads"
+  timeout 60 "$bin/mlaserve-graph-bench" --model="$model" --batches=16 --rounds=1 --steps=5 \
+      --threads="$(nproc)" 2>&1 | sed -n '/op profile/,$p'
+  echo "cpu_profile at $((SECONDS - start)) s"
+fi > "$out/cpu_profile.log" 2>&1
 
 wanted cuda_serve && for det in true false; do
   [ "$(left)" -lt 70 ] && { echo "skipped: $(left) s left"; break; }

@@ -2,7 +2,8 @@
 # Packs what scripts/hardware-checks.sh runs into one compressed archive (about 12 MB), for a
 # machine with an NVIDIA GPU that has the driver and CUDA 13's cuBLAS but none of the build's
 # other libraries (no compiler or package install needed there):
-#   bin/    mlaserve, mlaserve-bench, mlaserve-kernel-ab, mlaserve_cuda_plugin.so and every
+#   bin/    mlaserve, mlaserve-bench, mlaserve-kernel-ab, mlaserve-graph-bench,
+#           mlaserve_cuda_plugin.so and every
 #           *_gpu test, stripped
 #   lib/    the shared libraries they link, less the C library's, the C++ runtime's (the
 #           target's own is newer, and its other programs need it), the GPU driver's and
@@ -19,7 +20,8 @@ build_dir=$1 out=$(realpath -m "$2") bench=${3:-}
 stage=$(mktemp -d)
 trap 'rm -rf "$stage"' EXIT
 mkdir -p "$stage/bin" "$stage/bench/.cache/bin"
-for name in mlaserve mlaserve-bench mlaserve-kernel-ab mlaserve_cuda_plugin.so; do
+for name in mlaserve mlaserve-bench mlaserve-kernel-ab mlaserve-graph-bench \
+    mlaserve_cuda_plugin.so; do
   [ -f "$build_dir/bin/$name" ] || { echo "stage-hardware-checks: $build_dir/bin/$name not built" >&2; exit 1; }
   cp "$build_dir/bin/$name" "$stage/bin/"
 done

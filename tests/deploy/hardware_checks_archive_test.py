@@ -48,7 +48,8 @@ class HardwareChecksArchiveTest(unittest.TestCase):
         cls.tmp.cleanup()
 
     def test_holds_the_binaries_and_every_gpu_test(self):
-        for name in ("mlaserve", "mlaserve-bench", "mlaserve-kernel-ab", "mlaserve_cuda_plugin.so"):
+        for name in ("mlaserve", "mlaserve-bench", "mlaserve-kernel-ab", "mlaserve-graph-bench",
+                     "mlaserve_cuda_plugin.so"):
             self.assertIn(f"bin/{name}", self.names)
         built = {os.path.basename(p) for p in glob.glob(os.path.join(ARGS.build_dir, "bin/*_gpu"))}
         self.assertTrue(built, "the build has no _gpu tests")
