@@ -3,8 +3,7 @@
 # machine with an NVIDIA GPU that has the driver and CUDA 13's cuBLAS but none of the build's
 # other libraries (no compiler or package install needed there):
 #   bin/    mlaserve, mlaserve-bench, mlaserve-kernel-ab, mlaserve-graph-bench,
-#           mlaserve_cuda_plugin.so and every
-#           *_gpu test, stripped
+#           mlaserve_cuda_plugin.so and every *_gpu test, stripped
 #   lib/    the shared libraries they link, less the C library's, the C++ runtime's (the
 #           target's own is newer, and its other programs need it), the GPU driver's and
 #           cuBLAS (hundreds of MB; the CUDA runtime's copy there is used)

@@ -38,6 +38,7 @@
 #include "engine/model_loader.h"
 #include "engine/model_runner.h"
 #include "kernels/cpu/cpu_backend.h"
+#include "tools/bench/median.h"
 
 ABSL_FLAG(std::string, model, "", "Hugging Face model directory");
 ABSL_FLAG(std::string, batches, "1,8,64", "decode batch sizes to measure");
@@ -51,6 +52,8 @@ ABSL_FLAG(std::string, dtype, "float32", "activation dtype, as the daemon's --dt
 
 namespace mlaserve {
 namespace {
+
+using bench::Median;
 
 constexpr int64_t kBlockSize = 64;
 
@@ -83,12 +86,6 @@ struct Samples {
   std::vector<double> step_us;
   std::vector<double> host_us;  // step minus op bodies
 };
-
-double Median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 == 1 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
 
 // `batch` sequences decoding one token each after `context` cached ones, on disjoint blocks.
 struct DecodeStep {

@@ -36,6 +36,7 @@
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/dtype.h"
 #include "tools/bench/bench_inputs.h"
+#include "tools/bench/median.h"
 
 ABSL_FLAG(std::string, builds, "",
           "kernel builds to compare, comma-separated (scalar, avx2, avx512, avx512_bf16, "
@@ -53,6 +54,7 @@ using bench::kExpertInter;
 using bench::kExperts;
 using bench::kHidden;
 using bench::kTopK;
+using bench::Median;
 
 struct Case {
   std::string name;
@@ -91,32 +93,40 @@ class Cases {
                       }});
   }
 
+  // A single token rotates over 16 routings (as mlaserve-kernel-bench's BM_MoeExperts/1), so
+  // that its experts come from memory as in decode, not from an L3 that kept the last call's.
   void AddExperts(int64_t tokens) {
     std::mt19937 rng(4);
-    routings_.push_back(std::make_unique<bench::Routing>(alloc_, tokens, rng));
     const int64_t len = bench::Routing::AlignedLength(tokens);
-    const bench::Routing& r = *routings_.back();
     if (w13_ == nullptr) {  // one set of expert weights for every case
       w13_ = Keep(Buffer(alloc_, DType::kBF16, {kExperts, 2 * kExpertInter, kHidden}, 6));
       w2_ = Keep(Buffer(alloc_, DType::kBF16, {kExperts, kHidden, kExpertInter}, 7));
     }
-    const MoeExpertsParams params{
+    MoeExpertsParams params{
         .x = Keep(Buffer(alloc_, DType::kF32, {tokens, kHidden}, 5))->view,
         .w13 = w13_->view,
         .w2 = w2_->view,
         .topk_weights = Keep(Buffer(alloc_, DType::kF32, {tokens, kTopK}, 8))->view,
-        .sorted_ids = r.sorted.view,
-        .block_expert_ids = r.blocks.view,
-        .expert_offsets = r.offsets.view,
-        .num_tokens_post_pad = r.post_pad.view,
         .block_size = bench::kAlignBlock,
         .workspace_gate_up = Keep(Buffer(alloc_, DType::kF32, {len, 2 * kExpertInter}))->view,
         .workspace_act = Keep(Buffer(alloc_, DType::kF32, {len, kExpertInter}))->view,
         .workspace_down = Keep(Buffer(alloc_, DType::kF32, {len, kHidden}))->view,
         .out = Keep(Buffer(alloc_, DType::kF32, {tokens, kHidden}))->view};
+    auto rotation = std::make_shared<std::vector<MoeExpertsParams>>();
+    for (int i = 0; i < (tokens == 1 ? 16 : 1); ++i) {
+      routings_.push_back(std::make_unique<bench::Routing>(alloc_, tokens, rng));
+      const bench::Routing& r = *routings_.back();
+      params.sorted_ids = r.sorted.view;
+      params.block_expert_ids = r.blocks.view;
+      params.expert_offsets = r.offsets.view;
+      params.num_tokens_post_pad = r.post_pad.view;
+      rotation->push_back(params);
+    }
     const double flops = 2.0 * tokens * kTopK * 3.0 * kExpertInter * kHidden;
     cases_.push_back({absl::StrCat("experts", tokens), flops,
-                      [params](Backend& cpu) { cpu.MoeExperts(params); }});
+                      [rotation, next = size_t{0}](Backend& cpu) mutable {
+                        cpu.MoeExperts((*rotation)[next++ % rotation->size()]);
+                      }});
   }
 
   Backend& alloc_;
@@ -126,11 +136,6 @@ class Cases {
   const Buffer* w2_ = nullptr;
   std::vector<Case> cases_;
 };
-
-double Median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
 
 double TimedMs(const Case& c, Backend& cpu) {
   const auto start = std::chrono::steady_clock::now();
