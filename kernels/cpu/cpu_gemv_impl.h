@@ -23,6 +23,19 @@ struct GemvImpl {
   // Up to this many rows of A, B is streamed once through dot products instead of packed:
   // packing costs more than it saves when each B element is used by only a few rows.
   static constexpr int64_t kMaxM = 16;
+  // bf16 weights on AVX-512 are read as words of two consecutive k (V::LoadBf16Pairs: a shift
+  // and a mask widen 2 * kW of them) instead of kW at a time (a zero-extending shuffle and a
+  // shift each), and the copy of A splits each block of kPairBlock elements into its even and
+  // odd ones to match (CopyDotA): half the widening work per weight, which competes with the
+  // FMAs once several rows of A make the tile compute-bound. On the Zen 4 host (two threads,
+  // mlaserve-kernel-bench, three alternating rounds): BM_Gemm/16/* 158-172 -> 186-198 and
+  // 158-166 -> 179-181 GFLOP/s, under MLASERVE_BENCH_DETERMINISTIC=1 164-175 -> 184-197 and
+  // 173-176 -> 187-190, 8 rows 1.05x, one row unchanged (bandwidth-bound). With AVX2's 16
+  // registers the pair halves leave a 4-row tile 2 weight rows where it has 3: 16 rows
+  // 172-179 -> 141-145, so AVX2 widens kW at a time.
+  template <class TB>
+  static constexpr bool kPairs = sizeof(TB) == 2 && kW == 16;
+  static constexpr int64_t kPairBlock = 2 * kW;
 
   static int64_t Lo(int64_t a, int64_t b) { return a < b ? a : b; }
   static const float* ARow(const GemmArgs& g, int64_t i) {
@@ -52,13 +65,16 @@ struct GemvImpl {
 
   // Rows [j, j + R) of C for the M rows of A: every B element is loaded once. Each output
   // element sums its products lane-wise in kChains accumulators (see Chains), which take
-  // consecutive vectors of k in turn, the vectors past the last whole turn and a partial one
+  // consecutive steps of k (kW elements, or a block of kPairBlock under kPairs<TB>: the even
+  // product, then the odd one) in turn, the steps past the last whole turn and a partial one
   // going to the first; the chains are added pairwise at the end. The order of a sum depends
-  // on kChains and k alone, not on M or R.
+  // on kChains and k alone, not on M or R. Under kPairs<TB>, a holds CopyDotA's split rows.
   template <class TB, int M, int R, int kChains = 1>
   static void GemvTile(const float* const* a, const TB* b, int64_t ldb, int64_t k,
                        float* const* c, int64_t j, bool acc, const StreamTuning& tuning) {
     static_assert(kChains == 1 || kChains == 2 || kChains == 4);
+    constexpr int U = kPairs<TB> ? 2 : 1;  // vectors of each operand per step
+    constexpr int64_t kStep = U * kW;
     F s[M][R][kChains];
 #pragma GCC unroll 16
     for (int i = 0; i < M; ++i) {
@@ -79,32 +95,55 @@ struct GemvImpl {
     // (cpu_stream_tuning.h).
     const int64_t ahead = R * ldb * tuning.ahead_tiles;
     const bool prefetch = tuning.ahead_tiles > 0, nta = tuning.non_temporal;
+    // load_b(p, v) fills v[0..U) from weights p; load_a(p, v) likewise from a row of A.
     auto step = [&](int64_t l, int q, auto load_b, auto load_a) {
-      F bv[R];
+      F bv[R][U];
 #pragma GCC unroll 16
       for (int r = 0; r < R; ++r) {
         if (prefetch) PrefetchLine(rows[r] + ahead + l, nta);
-        bv[r] = load_b(rows[r] + l);
+        load_b(rows[r] + l, bv[r]);
       }
 #pragma GCC unroll 16
       for (int i = 0; i < M; ++i) {
-        const F av = load_a(a[i] + l);
+        F av[U];
+        load_a(a[i] + l, av);
 #pragma GCC unroll 16
-        for (int r = 0; r < R; ++r) s[i][r][q] = V::Fma(av, bv[r], s[i][r][q]);
+        for (int r = 0; r < R; ++r) {
+#pragma GCC unroll 2
+          for (int u = 0; u < U; ++u) s[i][r][q] = V::Fma(av[u], bv[r][u], s[i][r][q]);
+        }
       }
     };
-    auto load_b = [](const TB* p) { return V::Load(p); };
-    auto load_a = [](const float* p) { return V::Load(p); };
+    auto load_b = [](const TB* p, F* v) {
+      if constexpr (U == 2) {
+        V::LoadBf16Pairs(reinterpret_cast<const uint32_t*>(p), v[0], v[1]);
+      } else {
+        v[0] = V::Load(p);
+      }
+    };
+    auto load_a = [](const float* p, F* v) {
+#pragma GCC unroll 2
+      for (int u = 0; u < U; ++u) v[u] = V::Load(p + u * kW);
+    };
     int64_t l = 0;
-    for (; l + kChains * kW <= k; l += kChains * kW) {
+    for (; l + kChains * kStep <= k; l += kChains * kStep) {
 #pragma GCC unroll 4
-      for (int q = 0; q < kChains; ++q) step(l + q * kW, q, load_b, load_a);
+      for (int q = 0; q < kChains; ++q) step(l + q * kStep, q, load_b, load_a);
     }
-    for (; l + kW <= k; l += kW) step(l, 0, load_b, load_a);
+    for (; l + kStep <= k; l += kStep) step(l, 0, load_b, load_a);
     if (l < k) {
       const int64_t n = k - l;
-      step(l, 0, [n](const TB* p) { return V::LoadN(p, n); },
-           [n](const float* p) { return V::LoadN(p, n); });
+      if constexpr (U == 2) {
+        // Weights zero-filled to a block; A's split copy is zero there already.
+        step(l, 0, [n](const TB* p, F* v) {
+          alignas(64) TB tail[kPairBlock] = {};
+          __builtin_memcpy(tail, p, static_cast<size_t>(n) * sizeof(TB));
+          V::LoadBf16Pairs(reinterpret_cast<const uint32_t*>(tail), v[0], v[1]);
+        }, load_a);
+      } else {
+        step(l, 0, [n](const TB* p, F* v) { v[0] = V::LoadN(p, n); },
+             [n](const float* p, F* v) { v[0] = V::LoadN(p, n); });
+      }
     }
     for (int i = 0; i < M; ++i) {
       for (int r = 0; r < R; ++r) {
@@ -244,10 +283,59 @@ struct GemvImpl {
     }
   }
 
+  // CopyA for the dot products against TB weights: with kPairs<TB>, each block of kPairBlock
+  // elements (from column k0 on, k0 a multiple of it) as its even elements, then its odd ones,
+  // and zeros from kb to the end of the last block.
+  template <class TB>
+  static void CopyDotA(const GemmArgs& g, int64_t i0, int64_t m, int64_t k0, int64_t kb,
+                       float* dst, int64_t pitch) {
+    if constexpr (!kPairs<TB>) {
+      CopyA(g, i0, m, k0, kb, dst, pitch);
+    } else {
+      const int64_t whole = kb / kPairBlock * kPairBlock;
+      for (int64_t i = 0; i < m; ++i) {
+        const float* src = ARow(g, i0 + i) + k0;
+        float* row = dst + i * pitch;
+        for (int64_t l = 0; l < whole; l += kPairBlock) {
+          for (int w = 0; w < kW; ++w) {
+            row[l + w] = src[l + 2 * w];
+            row[l + kW + w] = src[l + 2 * w + 1];
+          }
+        }
+        if (whole < kb) {
+          for (int w = 0; w < kPairBlock; ++w) {
+            const int64_t from = whole + (w < kW ? 2 * w : 2 * (w - kW) + 1);
+            row[whole + w] = from < kb ? src[from] : 0.0f;
+          }
+        }
+        if (g.a_bf16) {
+          const int64_t end = whole < kb ? whole + kPairBlock : whole;
+          for (int64_t l = 0; l < end; ++l) row[l] = RoundToBf16(row[l]);
+        }
+      }
+    }
+  }
+
+  // TileRows for TB weights: under kPairs<TB> each weight row's two halves are live beside the
+  // m x r accumulators and the two halves of a row of A, and six registers are left spare: a
+  // 4-row tile then takes 4 weight rows. On the Zen 4 host (BM_Gemm/16/*, deterministic, three
+  // alternating rounds) 4 read 188-198 and 185-190 GFLOP/s, 5 (all 32 registers) 185-194 and
+  // 178-184, 6 (spilling) 176-185 and 167-181.
+  template <class TB>
+  static constexpr int DotTileRows(int m) {
+    if constexpr (!kPairs<TB>) {
+      return TileRows(m);
+    } else {
+      const int r = (V::kRegisters - 8) / (m + 2);
+      const int cap = m == 1 ? 1 : 6;
+      return r < 1 ? 1 : (r > cap ? cap : r);
+    }
+  }
+
   template <class TB, int M, bool kFixed>
   static void Gemv(const GemmArgs& g, float* scratch, PreparedA prepared) {
     constexpr int kChains = Chains(M, kFixed);
-    constexpr int kRows = TileRows(M);
+    constexpr int kRows = DotTileRows<TB>(M);
     // Depth per pass: the M rows of A (32 KiB) stay in L1 while every weight row of the
     // thread streams past them once per pass; A read from L2 instead would limit the stream.
     // They are copied at a pitch of kDepth plus one cache line: rows of A (and B) a multiple
@@ -270,7 +358,7 @@ struct GemvImpl {
         const float* rows = prepared.rows;
         int64_t rows_pitch = prepared.pitch;
         if (rows == nullptr) {
-          CopyA(g, 0, M, 0, g.k, scratch, pitch);
+          CopyDotA<TB>(g, 0, M, 0, g.k, scratch, pitch);
           rows = scratch;
           rows_pitch = pitch;
         }
@@ -306,7 +394,7 @@ struct GemvImpl {
       if (prepared.rows != nullptr) {
         for (int i = 0; i < M; ++i) a[i] = prepared.rows + i * prepared.pitch + k0;
       } else {
-        CopyA(g, 0, M, k0, kb, scratch, kPitch);
+        CopyDotA<TB>(g, 0, M, k0, kb, scratch, kPitch);
         for (int i = 0; i < M; ++i) a[i] = scratch + i * kPitch;
       }
       int64_t j = g.n_begin;
@@ -340,14 +428,14 @@ struct GemvImpl {
       return;
     }
     constexpr int64_t kL2Bytes = 512 * 1024;
-    constexpr int64_t kTile = TileRows(kChunkRows);
+    constexpr int64_t kTile = DotTileRows<TB>(kChunkRows);
     const int64_t row_bytes = g.k * static_cast<int64_t>(sizeof(TB));
     const int64_t block =
         row_bytes * kTile >= kL2Bytes ? kTile : kL2Bytes / row_bytes / kTile * kTile;
-    const int64_t pitch = (g.k + 15) / 16 * 16 + 16;
+    const int64_t pitch = (g.k + kPairBlock - 1) / kPairBlock * kPairBlock + 16;
     PreparedA prepared;
     if (g.m * pitch <= kGemmScratchFloats) {
-      CopyA(g, 0, g.m, 0, g.k, scratch, pitch);
+      CopyDotA<TB>(g, 0, g.m, 0, g.k, scratch, pitch);
       prepared = {scratch, pitch};
     }
     GemmArgs sub = g;
