@@ -83,10 +83,17 @@ void TakeItems(std::atomic<int64_t>& next, const int32_t* first, int64_t num_exp
   }
 }
 
-// Runs `g` over a chunk whose row i belongs to token tokens[i] (ascending): by size, or, on a
-// batch-invariant backend, the decode tokens' rows by dot products and the rest packed.
+// Runs `g` over a chunk whose row i belongs to token tokens[i] (ascending): every row by dot
+// products where the build takes experts' rows so (CpuKernels::expert_rows_by_dot); else by
+// size, or, on a batch-invariant backend, the decode tokens' rows by dot products and the rest
+// packed. Either way a batch-invariant row's sum does not depend on its company.
 void ChunkGemm(const CpuContext& ctx, int64_t decode_tokens, const int32_t* tokens, GemmArgs g,
                float* scratch) {
+  if (ctx.k().expert_rows_by_dot && g.b_dtype == DType::kBF16 && !g.a_bf16) {
+    g.path = GemmPath::kFixedDot;
+    ctx.k().gemm(g, scratch);
+    return;
+  }
   if (!ctx.batch_invariant()) {
     ctx.k().gemm(g, scratch);
     return;
