@@ -76,9 +76,9 @@ struct CpuKernels {
   // Columns of one packed B panel: work split over threads in multiples of it keeps every
   // panel but the last full.
   int gemm_panel_cols;
-  // Whether the routed experts' f32 rows against bf16 weights all take GemmPath::kFixedDot
-  // (a few dozen rows per expert, where packing each item's weight panel costs more than the
-  // dot products' extra loads), rather than the packed path beyond kMaxM rows.
+  // Whether the routed experts' rows against bf16 weights all take GemmPath::kFixedDot (a few
+  // dozen rows per expert, where packing each item's weight panel costs more than the dot
+  // products' extra loads), rather than the packed path beyond kMaxM rows.
   bool expert_rows_by_dot;
   // scratch: kGemmScratchFloats, 64-byte aligned, private to the calling thread.
   void (*gemm)(const GemmArgs& args, float* scratch);

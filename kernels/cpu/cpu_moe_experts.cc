@@ -89,7 +89,7 @@ void TakeItems(std::atomic<int64_t>& next, const int32_t* first, int64_t num_exp
 // packed. Either way a batch-invariant row's sum does not depend on its company.
 void ChunkGemm(const CpuContext& ctx, int64_t decode_tokens, const int32_t* tokens, GemmArgs g,
                float* scratch) {
-  if (ctx.k().expert_rows_by_dot && g.b_dtype == DType::kBF16 && !g.a_bf16) {
+  if (ctx.k().expert_rows_by_dot && g.b_dtype == DType::kBF16) {
     g.path = GemmPath::kFixedDot;
     ctx.k().gemm(g, scratch);
     return;

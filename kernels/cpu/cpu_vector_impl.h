@@ -138,8 +138,9 @@ CpuKernels MakeCpuKernels(CpuIsa isa) {
   k.isa = isa;
   k.gemm_panel_cols = G::kNr;
   // Where the dot products read bf16 weights as pairs (AVX-512). On the Zen 4 host
-  // (BM_MoeExperts/512, two alternating rounds) 198-202 GFLOP/s against 163-174 packed; with
-  // AVX2 156-175 against 163-165, with bf16 activations on VDPBF16PS 197-203 against 283.
+  // (BM_MoeExperts/512, alternating rounds): f32 rows 198-205 GFLOP/s against 156-174 packed,
+  // bf16 rows on VDPBF16PS 291-329 against 260-281; with AVX2 (no pairs) 156-175 against
+  // 163-165, so AVX2 keeps the packed path.
   k.expert_rows_by_dot = GemvImpl<V>::template kPairs<uint16_t>;
   k.gemm = &G::Run;
   k.gemm_nn = &GemvImpl<V>::RunNn;
