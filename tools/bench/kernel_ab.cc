@@ -7,7 +7,8 @@
 // lands on both sides of a ratio instead of on one run.
 //
 // Cases: the prompt GEMMs of a 512-token prefill at DeepSeek-V2-Lite's shapes (bf16 weights,
-// m x n x k), one expert's gate ‖ up and down projections of 48 rows, and the routed experts of
+// m x n x k), one expert's gate ‖ up and down projections of 48 rows, the two largest GEMMs of
+// a 16-row decode step (the lm_head and the dense layer's gate ‖ up), and the routed experts of
 // 1, 16 and 512 tokens (uniform routing, as mlaserve-kernel-bench's BM_MoeExperts).
 //
 //   mlaserve-kernel-ab --builds=amx_bf16,avx512_bf16 [--threads=0] [--dtype=float32]
@@ -71,7 +72,9 @@ class Cases {
                            {512, 2048, 10944},
                            {512, 3072, 2048},
                            {48, 2 * kExpertInter, kHidden},
-                           {48, kHidden, kExpertInter}}) {
+                           {48, kHidden, kExpertInter},
+                           {16, 102400, kHidden},
+                           {16, 21888, kHidden}}) {
       AddGemm(m, n, k);
     }
     for (int64_t tokens : {1, 16, 512}) AddExperts(tokens);
