@@ -12,6 +12,7 @@
 #ifndef MLASERVE_KERNELS_CPU_CPU_STREAM_TUNING_H_
 #define MLASERVE_KERNELS_CPU_CPU_STREAM_TUNING_H_
 
+#include <cstdint>
 #include <string>
 
 #include "kernels/cpu/cpu_context.h"
@@ -30,6 +31,22 @@ std::string StreamTuningName(const StreamTuning& t);
 // The tuning the kernels use now (the default above until TuneStreaming or SetStreamTuning).
 StreamTuning CurrentStreamTuning();
 void SetStreamTuning(const StreamTuning& t);
+
+// The tuning for a call over `rows` rows of A: the current one for a single row, whose stream
+// the probe and the online tuner measure; for more, a prefetch into L2 at least one tile ahead,
+// whatever the single row's choice. Several rows make each weight line worth many FMAs, so
+// demand loads alone keep too few lines in flight, and a call's later row chunks read a block
+// of weights again from L2, where a non-temporal prefetch would not have put it. On the Zen 4
+// host, where the probe chose `none` for a single row (MLASERVE_BENCH_DETERMINISTIC=1
+// mlaserve-kernel-bench, BM_Gemm/4 and /16, three rounds): none 75-103 and 106-162 GFLOP/s,
+// nta:1 82-90 and 145-157, t1:1 102-127 and 167-185.
+inline StreamTuning StreamTuningForRows(StreamTuning t, int64_t rows) {
+  if (rows > 1) {
+    t.non_temporal = false;
+    if (t.ahead_tiles < 1) t.ahead_tiles = 1;
+  }
+  return t;
+}
 
 struct StreamTuningChoice {
   StreamTuning tuning;
