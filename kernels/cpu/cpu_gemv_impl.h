@@ -293,25 +293,29 @@ struct GemvImpl {
       CopyA(g, i0, m, k0, kb, dst, pitch);
     } else {
       const int64_t whole = kb / kPairBlock * kPairBlock;
-      for (int64_t i = 0; i < m; ++i) {
-        const float* src = ARow(g, i0 + i) + k0;
-        float* row = dst + i * pitch;
-        for (int64_t l = 0; l < whole; l += kPairBlock) {
-          for (int w = 0; w < kW; ++w) {
-            row[l + w] = src[l + 2 * w];
-            row[l + kW + w] = src[l + 2 * w + 1];
+      // One pass per row, rounding (bf16 inputs) as it copies.
+      auto split = [&](auto round) {
+        for (int64_t i = 0; i < m; ++i) {
+          const float* src = ARow(g, i0 + i) + k0;
+          float* row = dst + i * pitch;
+          for (int64_t l = 0; l < whole; l += kPairBlock) {
+            for (int w = 0; w < kW; ++w) {
+              row[l + w] = round(src[l + 2 * w]);
+              row[l + kW + w] = round(src[l + 2 * w + 1]);
+            }
+          }
+          if (whole < kb) {
+            for (int w = 0; w < kPairBlock; ++w) {
+              const int64_t from = whole + (w < kW ? 2 * w : 2 * (w - kW) + 1);
+              row[whole + w] = from < kb ? round(src[from]) : 0.0f;
+            }
           }
         }
-        if (whole < kb) {
-          for (int w = 0; w < kPairBlock; ++w) {
-            const int64_t from = whole + (w < kW ? 2 * w : 2 * (w - kW) + 1);
-            row[whole + w] = from < kb ? src[from] : 0.0f;
-          }
-        }
-        if (g.a_bf16) {
-          const int64_t end = whole < kb ? whole + kPairBlock : whole;
-          for (int64_t l = 0; l < end; ++l) row[l] = RoundToBf16(row[l]);
-        }
+      };
+      if (g.a_bf16) {
+        split([](float x) { return RoundToBf16(x); });
+      } else {
+        split([](float x) { return x; });
       }
     }
   }
