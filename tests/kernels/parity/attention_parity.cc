@@ -129,21 +129,33 @@ void ExpectMlaDecodeMatchesRef(const ParityBackends& b) {
       {3, 24, 8, 16, {1000, 1, 63, 64, 65}},
       {16, 24, 8, 5, {7, 13}},
   };
-  for (DType dt : {DType::kBF16, DType::kF32}) {
+  // Each cache dtype in f32 mode, then in bf16 mode, where a bf16 cache meets the scores' query
+  // rounded to bf16 (kernels/params.h): the oracle rounds it the same way.
+  struct Mode {
+    DType cache;
+    Backend& ref;
+    Backend& dut;
+  };
+  for (const Mode& mode : {Mode{DType::kBF16, b.ref, b.dut}, Mode{DType::kF32, b.ref, b.dut},
+                           Mode{DType::kBF16, b.ref_bf16, b.dut_bf16},
+                           Mode{DType::kF32, b.ref_bf16, b.dut_bf16}}) {
+    const DType dt = mode.cache;
     for (const DecodeCase& c : cases) {
       const int64_t seqs = static_cast<int64_t>(c.lens.size());
       // Every sequence owns max_blocks entries of one shuffled table: unused entries point at
       // real blocks that hold other sequences' data and must not be read.
       const int64_t blocks = seqs * MaxBlocksPerSeq(c.lens, c.block_size);
       const std::vector<int32_t> table = RandomPermutation(rng, static_cast<int32_t>(blocks));
-      const MlaDecodeInputs in = MakeMlaDecodeInputs(b.ref, rng, dt, c.heads, c.rank, c.rope,
+      const MlaDecodeInputs in = MakeMlaDecodeInputs(mode.ref, rng, dt, c.heads, c.rank, c.rope,
                                                      c.block_size, c.lens, table, blocks);
-      const MlaDecodeInputs in_dut = in.CloneTo(b.dut);
-      TestTensor out_ref = in.NewOutput(b.ref), out_dut = in_dut.NewOutput(b.dut);
-      b.ref.MlaDecode(in.Params(out_ref));
-      b.dut.MlaDecode(in_dut.Params(out_dut));
+      const MlaDecodeInputs in_dut = in.CloneTo(mode.dut);
+      TestTensor out_ref = in.NewOutput(mode.ref), out_dut = in_dut.NewOutput(mode.dut);
+      mode.ref.MlaDecode(in.Params(out_ref));
+      mode.dut.MlaDecode(in_dut.Params(out_dut));
       ExpectClose(out_dut.Read(), out_ref.Read(), 2e-5, 1e-4,
-                  std::string(DTypeName(dt)) + " heads=" + std::to_string(c.heads) +
+                  std::string(DTypeName(dt)) + " cache, " +
+                      std::string(DTypeName(mode.dut.activation_dtype())) +
+                      " activations, heads=" + std::to_string(c.heads) +
                       " seqs=" + std::to_string(seqs) + " block=" + std::to_string(c.block_size),
                   out_ref.shape());
     }
