@@ -114,10 +114,6 @@ struct MergeAttnParams {
 // seq_lens[s] cached positions (the current token's latent already written).
 //   score[j] = scale * (q_latent[s, h] · c[j] + q_pe[s, h] · k_pe[j]), c ‖ k_pe = cache row j
 //   out[s, h] = Σ_j softmax(score)[j] * c[j]
-// On a backend whose GEMM inputs meet a bf16 cache as bf16 (RoundsGemmInput(activation dtype,
-// cache dtype): bf16 activations), the scores take q = scale * (q_latent ‖ q_pe), rounded to
-// bf16 element by element (the f32 product first, then ties to even), as the GEMM input of
-// score[j] = q · cache row j; the softmax and the value product stay f32.
 struct MlaDecodeParams {
   TensorView q_latent;      // [num_seqs, num_heads, kv_lora_rank] f32 (q_nope · W_UK)
   TensorView q_pe;          // [num_seqs, num_heads, rope_dim] f32 (rope applied)

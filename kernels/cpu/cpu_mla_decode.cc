@@ -85,9 +85,6 @@ void Attend(const CpuContext& ctx, int t, const MlaDecodeParams& p, const Decode
     g.m = hg;
     g.k = d.row_dim;
     g.n_end = rows;
-    // With bf16 activations the pre-scaled q meets a bf16 cache as bf16 (kernels/params.h), so
-    // the scores run on the bf16 dot products where the build has them.
-    g.a_bf16 = ctx.RoundsInputsFor(g.b_dtype);
     k.gemm(g, ctx.GemmScratch(t));
     for (int64_t h = 0; h < hg; ++h) {
       float* srow = w.scores + h * kRowTile;

@@ -29,10 +29,8 @@ inline int64_t MlaDecodeWorkers(const AttentionWorkspace& ws, int64_t num_heads)
   return blocks > num_heads ? (blocks + num_heads - 1) / num_heads : 1;
 }
 
-// activation_dtype: the backend's (Backend::activation_dtype); it decides the scores' query
-// rounding (kernels/params.h).
 cudaError_t LaunchMlaDecode(const MlaDecodeParams& p, const AttentionWorkspace& ws,
-                            DType activation_dtype, cudaStream_t stream);
+                            cudaStream_t stream);
 cudaError_t LaunchMlaPrefill(const MlaPrefillParams& p, const AttentionWorkspace& ws,
                              cublasHandle_t cublas, cudaStream_t stream);
 cudaError_t LaunchMergeAttn(const MergeAttnParams& p, cudaStream_t stream);

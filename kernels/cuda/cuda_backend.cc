@@ -229,7 +229,7 @@ int64_t CudaBackend::mla_decode_split_workers(int64_t num_heads) const {
 }
 
 void CudaBackend::MlaDecode(const MlaDecodeParams& p) {
-  Record(LaunchMlaDecode(p, attention_workspace_, activation_dtype_, stream_), "MlaDecode");
+  Record(LaunchMlaDecode(p, attention_workspace_, stream_), "MlaDecode");
 }
 void CudaBackend::MoeRoute(const MoeRouteParams& p) {
   Record(LaunchMoeRoute(p, stream_), "MoeRoute");

@@ -7,8 +7,7 @@
 // score, the block reduces the tile's max and the running max is updated with the online
 // softmax (running sum and the accumulator rescaled by exp(old max - new max)); then every thread
 // adds the tile's weighted values into the output channels it owns (c ≡ threadIdx.x mod
-// kThreads), held in dynamic shared memory (value_dim floats). Scores and sums are f32 (a decode
-// with bf16 activations first rounds its scaled query to bf16, kernels/params.h).
+// kThreads), held in dynamic shared memory (value_dim floats). Scores and sums are f32.
 // Split-KV decode: with a plan (MlaDecodeParams::split_*, kernels/mla_split_plan.h) the grid is
 // (head, g) with g < min(the plan's capacity, sequences + MlaDecodeWorkers), and block (h, g)
 // takes plan items g, g + G, g + 2G, ... until the first unused slot (the plan's items come
@@ -28,7 +27,6 @@
 
 #include "kernels/check.h"
 #include "kernels/cuda/attention_ops.h"
-#include "kernels/dtype.h"
 #include "kernels/cuda/kernel_util.cuh"
 #include "kernels/cuda/launch.cuh"
 #include "kernels/op_checks.h"
@@ -69,20 +67,13 @@ struct DecodeSplit {
   int64_t lse_s0;
 };
 
-// The query element x of the scores: x itself, the scale applied to the dot product; or with
-// round_q (bf16 activations, kernels/params.h) scale * x rounded to bf16, the scale applied.
-__device__ inline float ScoreQuery(float x, float scale, bool round_q) {
-  return round_q ? __bfloat162float(__float2bfloat16(x * scale)) : x;
-}
-
 // One block attends positions [begin, end) of sequence s for head h and writes the normalised
 // result to dst[0 .. rank) and, for a partial (lse != nullptr), its log-sum-exp to *lse.
 __device__ void DecodeItem(const float* q_latent, int64_t ql_s0, int64_t ql_s1, const float* q_pe,
                            int64_t qp_s0, int64_t qp_s1, const void* cache, bool cache_bf16,
-                           bool round_q, int rank, int rope_dim, int block_size,
-                           const int32_t* block_tables, int64_t bt_s0, float scale, int h, int s,
-                           int begin, int end, float* dst, float* lse, float* acc, float* weight,
-                           int64_t* row) {
+                           int rank, int rope_dim, int block_size, const int32_t* block_tables,
+                           int64_t bt_s0, float scale, int h, int s, int begin, int end, float* dst,
+                           float* lse, float* acc, float* weight, int64_t* row) {
   const int t = threadIdx.x;
   const float* ql = q_latent + s * ql_s0 + h * ql_s1;
   const float* qp = q_pe + s * qp_s0 + h * qp_s1;
@@ -98,13 +89,9 @@ __device__ void DecodeItem(const float* q_latent, int64_t ql_s0, int64_t ql_s1, 
            j % block_size) *
           row_dim;
       float dot = 0.0f;
-      for (int c = 0; c < rank; ++c) {
-        dot += ScoreQuery(ql[c], scale, round_q) * LoadAsF32(cache, cache_bf16, r + c);
-      }
-      for (int d = 0; d < rope_dim; ++d) {
-        dot += ScoreQuery(qp[d], scale, round_q) * LoadAsF32(cache, cache_bf16, r + rank + d);
-      }
-      score = round_q ? dot : scale * dot;
+      for (int c = 0; c < rank; ++c) dot += ql[c] * LoadAsF32(cache, cache_bf16, r + c);
+      for (int d = 0; d < rope_dim; ++d) dot += qp[d] * LoadAsF32(cache, cache_bf16, r + rank + d);
+      score = scale * dot;
       row[t] = r;
     }
     weight[t] = FoldTile(score, state, acc, rank);
@@ -123,8 +110,7 @@ __device__ void DecodeItem(const float* q_latent, int64_t ql_s0, int64_t ql_s1, 
 
 __global__ void MlaDecodeKernel(const float* q_latent, int64_t ql_s0, int64_t ql_s1,
                                 const float* q_pe, int64_t qp_s0, int64_t qp_s1, const void* cache,
-                                bool cache_bf16, bool round_q, int rank, int rope_dim,
-                                int block_size,
+                                bool cache_bf16, int rank, int rope_dim, int block_size,
                                 const int32_t* block_tables, int64_t bt_s0, const int32_t* seq_lens,
                                 int64_t sl_s0, float scale, float* out, int64_t o_s0, int64_t o_s1,
                                 DecodeSplit split) {
@@ -134,7 +120,7 @@ __global__ void MlaDecodeKernel(const float* q_latent, int64_t ql_s0, int64_t ql
   const int h = blockIdx.x;
   if (split.items == nullptr) {
     const int s = blockIdx.y;
-    DecodeItem(q_latent, ql_s0, ql_s1, q_pe, qp_s0, qp_s1, cache, cache_bf16, round_q, rank, rope_dim,
+    DecodeItem(q_latent, ql_s0, ql_s1, q_pe, qp_s0, qp_s1, cache, cache_bf16, rank, rope_dim,
                block_size, block_tables, bt_s0, scale, h, s, 0, seq_lens[s * sl_s0],
                out + s * o_s0 + h * o_s1, nullptr, acc, weight, row);
     return;
@@ -147,7 +133,7 @@ __global__ void MlaDecodeKernel(const float* q_latent, int64_t ql_s0, int64_t ql
     float* dst =
         alone ? out + s * o_s0 + h * o_s1 : split.out + item * split.out_s0 + h * split.out_s1;
     float* lse = alone ? nullptr : split.lse + item * split.lse_s0 + h;
-    DecodeItem(q_latent, ql_s0, ql_s1, q_pe, qp_s0, qp_s1, cache, cache_bf16, round_q, rank, rope_dim,
+    DecodeItem(q_latent, ql_s0, ql_s1, q_pe, qp_s0, qp_s1, cache, cache_bf16, rank, rope_dim,
                block_size, block_tables, bt_s0, scale, h, s, split.items[item * 3 + 1],
                split.items[item * 3 + 2], dst, lse, acc, weight, row);
   }
@@ -254,7 +240,7 @@ size_t AccumulatorBytes(int64_t floats) {
 }  // namespace
 
 cudaError_t LaunchMlaDecode(const MlaDecodeParams& p, const AttentionWorkspace& ws,
-                            DType activation_dtype, cudaStream_t stream) {
+                            cudaStream_t stream) {
   const MlaDecodeShape shape = CheckMlaDecode(p);
   const int64_t num_seqs = shape.num_seqs, num_heads = shape.num_heads, rank = shape.rank;
   const int64_t rope_dim = shape.rope_dim;
@@ -282,7 +268,7 @@ cudaError_t LaunchMlaDecode(const MlaDecodeParams& p, const AttentionWorkspace& 
       dim3(kThreads), AccumulatorBytes(rank), stream, p.q_latent.ptr<const float>(),
       p.q_latent.stride(0), p.q_latent.stride(1), p.q_pe.ptr<const float>(), p.q_pe.stride(0),
       p.q_pe.stride(1), p.kv_cache.data(), p.kv_cache.dtype() == DType::kBF16,
-      RoundsGemmInput(activation_dtype, p.kv_cache.dtype()), static_cast<int>(rank), static_cast<int>(rope_dim), static_cast<int>(p.kv_cache.size(1)),
+      static_cast<int>(rank), static_cast<int>(rope_dim), static_cast<int>(p.kv_cache.size(1)),
       p.block_tables.ptr<const int32_t>(), p.block_tables.stride(0),
       p.seq_lens.ptr<const int32_t>(), p.seq_lens.stride(0), p.softmax_scale, p.out.ptr<float>(),
       p.out.stride(0), p.out.stride(1), split);

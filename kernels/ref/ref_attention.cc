@@ -4,7 +4,6 @@
 #include <limits>
 #include <vector>
 
-#include "kernels/dtype.h"
 #include "kernels/op_checks.h"
 #include "kernels/ref/ref_access.h"
 #include "kernels/ref/ref_backend.h"
@@ -166,8 +165,7 @@ void RefBackend::RunMlaDecode(const MlaDecodeParams& p) {
   const int64_t num_blocks = p.kv_cache.size(0), block_size = p.kv_cache.size(1);
   const int64_t row_dim = rank + rope_dim;
 
-  const bool round_q = RoundsGemmInput(activation_dtype(), p.kv_cache.dtype());
-  std::vector<double> probs, query(row_dim);
+  std::vector<double> probs;
   std::vector<int64_t> rows;
   for (int64_t s = 0; s < num_seqs; ++s) {
     const int32_t len = LoadI32(p.seq_lens, Off(p.seq_lens, s));
@@ -178,18 +176,15 @@ void RefBackend::RunMlaDecode(const MlaDecodeParams& p) {
       rows[j] = CacheRow(p.block_tables, s, j, block_size, num_blocks) * row_dim;
     }
     for (int64_t h = 0; h < num_heads; ++h) {
-      // The query of the scores: q_latent ‖ q_pe, or with bf16 rounding (kernels/params.h)
-      // each element's f32 product with the scale rounded to bf16, the scale then applied.
-      for (int64_t c = 0; c < row_dim; ++c) {
-        const double v = c < rank ? Load(p.q_latent, Off(p.q_latent, s, h, c))
-                                  : Load(p.q_pe, Off(p.q_pe, s, h, c - rank));
-        query[c] = round_q ? RoundToBf16(static_cast<float>(v) * p.softmax_scale) : v;
-      }
-      const double scale = round_q ? 1.0 : p.softmax_scale;
       for (int64_t j = 0; j < len; ++j) {
         double dot = 0.0;
-        for (int64_t c = 0; c < row_dim; ++c) dot += query[c] * Load(p.kv_cache, rows[j] + c);
-        probs[j] = scale * dot;
+        for (int64_t c = 0; c < rank; ++c) {
+          dot += Load(p.q_latent, Off(p.q_latent, s, h, c)) * Load(p.kv_cache, rows[j] + c);
+        }
+        for (int64_t d = 0; d < rope_dim; ++d) {
+          dot += Load(p.q_pe, Off(p.q_pe, s, h, d)) * Load(p.kv_cache, rows[j] + rank + d);
+        }
+        probs[j] = p.softmax_scale * dot;
       }
       SoftmaxInPlace(probs, len);
       for (int64_t c = 0; c < rank; ++c) {

@@ -129,8 +129,7 @@ void ExpectMlaDecodeMatchesRef(const ParityBackends& b) {
       {3, 24, 8, 16, {1000, 1, 63, 64, 65}},
       {16, 24, 8, 5, {7, 13}},
   };
-  // Each cache dtype in f32 mode, then in bf16 mode, where a bf16 cache meets the scores' query
-  // rounded to bf16 (kernels/params.h): the oracle rounds it the same way.
+  // Each cache dtype in f32 mode, then in bf16 mode (whose attention stays f32).
   struct Mode {
     DType cache;
     Backend& ref;
