@@ -56,11 +56,12 @@ absl::StatusOr<std::unique_ptr<ModelRunner>> ModelRunner::Create(
   RETURN_IF_ERROR(runner->graphs_.Capture(graph_buckets));
   const MemoryUsage used = runner->memory();
   std::fprintf(stderr,
-               "mlaserve: memory: weights %llu, KV cache %llu (%lld blocks), workspaces %llu, "
+               "mlaserve: memory: weights %llu, KV cache %llu (%lld blocks, %s), workspaces %llu, "
                "decode graphs %llu bytes; total %llu of %llu\n",
                static_cast<unsigned long long>(used.weight_bytes),
                static_cast<unsigned long long>(used.kv_cache_bytes),
                static_cast<long long>(num_kv_blocks),
+               std::string(DTypeName(m.options().kv_cache_dtype)).c_str(),
                static_cast<unsigned long long>(used.workspace_bytes),
                static_cast<unsigned long long>(used.graph_bytes),
                static_cast<unsigned long long>(used.total()),

@@ -56,6 +56,12 @@ constexpr std::optional<DType> ActivationDTypeFromName(std::string_view name) {
   return std::nullopt;
 }
 
+// The latent KV cache dtype a command line names (--kv_cache_dtype): "float32", "bfloat16", or
+// "auto" (the activations' dtype, as vLLM's "auto" keeps the model's); nullopt for any other.
+constexpr std::optional<DType> KvCacheDTypeFromName(std::string_view name, DType activation) {
+  return name == "auto" ? std::optional<DType>(activation) : ActivationDTypeFromName(name);
+}
+
 // bf16 <-> f32. Rounding is round-to-nearest-even, NaN stays NaN (as torch does).
 inline float Bf16ToF32(uint16_t b) {
   uint32_t u = static_cast<uint32_t>(b) << 16;

@@ -28,6 +28,9 @@ ABSL_FLAG(int, max_num_seqs, 64, "most sequences in one step");
 ABSL_FLAG(int, max_num_batched_tokens, 2048, "most tokens in one step (prefill chunk budget)");
 ABSL_FLAG(int, block_size, 64, "tokens per KV-cache block");
 ABSL_FLAG(int, kv_cache_tokens, 65536, "tokens the paged KV cache holds");
+ABSL_FLAG(std::string, kv_cache_dtype, "auto",
+          "dtype of the cached latents: auto (bfloat16 with --dtype=bfloat16, else float32), "
+          "float32 or bfloat16 (half the bytes per token, each latent rounded to bf16)");
 ABSL_FLAG(int, max_model_len, 0, "context limit in tokens (0 = the model's)");
 ABSL_FLAG(std::string, graph_batch_sizes, "",
           "decode batch sizes captured as graphs: \"\" = 1,2,4,8 then every 8 up to "
@@ -70,6 +73,15 @@ absl::StatusOr<ModelOptions> ModelOptionsFromFlags() {
   o.block_size = block;
   o.num_kv_blocks = 1 + (kv_tokens + block - 1) / block;
   o.max_model_len = max_len > 0 ? max_len : (int64_t{1} << 30);
+  const std::string cache = absl::GetFlag(FLAGS_kv_cache_dtype);
+  // An unknown --dtype is BackendFromFlags' error.
+  const std::optional<DType> dtype = KvCacheDTypeFromName(
+      cache, ActivationDTypeFromName(absl::GetFlag(FLAGS_dtype)).value_or(DType::kF32));
+  if (!dtype.has_value()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--kv_cache_dtype: unknown value \"", cache, "\" (auto, float32 or bfloat16)"));
+  }
+  o.kv_cache_dtype = *dtype;
   return o;
 }
 

@@ -21,6 +21,7 @@ ABSL_DECLARE_FLAG(int, max_num_seqs);
 ABSL_DECLARE_FLAG(int, max_num_batched_tokens);
 ABSL_DECLARE_FLAG(int, block_size);
 ABSL_DECLARE_FLAG(int, kv_cache_tokens);
+ABSL_DECLARE_FLAG(std::string, kv_cache_dtype);
 ABSL_DECLARE_FLAG(int, max_model_len);
 ABSL_DECLARE_FLAG(std::string, graph_batch_sizes);
 
@@ -29,7 +30,8 @@ namespace mlaserve {
 // --model, or the embedded default model when it is empty.
 std::string ModelDirFromFlags();
 
-// Model options from the flags (max_model_len is clamped to the model later).
+// Model options from the flags (max_model_len is clamped to the model later); the KV cache's
+// dtype follows --dtype unless --kv_cache_dtype names one.
 absl::StatusOr<ModelOptions> ModelOptionsFromFlags();
 
 // Decode-graph buckets from --graph_batch_sizes (errors name the flag).

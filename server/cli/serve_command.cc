@@ -120,6 +120,7 @@ absl::StatusOr<std::unique_ptr<ServingEngine>> LoadEngine(Metrics* metrics) {
   ServingDescription description{
       .backend_name = std::string(backend->name()),
       .activation_dtype = std::string(DTypeName(backend->activation_dtype())),
+      .kv_cache_dtype = std::string(DTypeName(model_options.kv_cache_dtype)),
       .graph_batch_sizes = runner->graph_buckets()};
   ASSIGN_OR_RETURN(
       std::unique_ptr<Engine> engine,
@@ -206,6 +207,7 @@ absl::Status Run() {
   LogEvent("ready", {{"model", engine->description().model_name},
                      {"backend", engine->description().backend_name},
                      {"activation_dtype", engine->description().activation_dtype},
+                     {"kv_cache_dtype", engine->description().kv_cache_dtype},
                      {"load_seconds", absl::ToDoubleSeconds(absl::Now() - load_start)},
                      {"max_context_tokens", int64_t{engine->info().max_context_tokens}},
                      {"kv_blocks", int64_t{stats.kv_blocks_total}},

@@ -25,6 +25,7 @@ namespace mlaserve {
 struct ServingDescription {
   std::string backend_name;                // "cpu" or "cuda"
   std::string activation_dtype = "float32";  // Backend::activation_dtype, as --dtype names it
+  std::string kv_cache_dtype = "float32";    // the cached latents' dtype (--kv_cache_dtype)
   std::string model_name;                  // as clients see it
   std::vector<int32_t> graph_batch_sizes;  // decode buckets captured as graphs
 };

@@ -44,8 +44,10 @@ const RunConfig kRunConfigs[] = {
 };
 
 std::unique_ptr<ModelRunner> LoadRunner(const std::string& dir, Backend* backend,
-                                        const RunConfig& rc) {
+                                        const RunConfig& rc,
+                                        DType kv_cache_dtype = DType::kF32) {
   ModelOptions options;
+  options.kv_cache_dtype = kv_cache_dtype;
   options.max_num_tokens = rc.max_num_tokens;
   options.max_num_seqs = 4;
   options.max_model_len = 256;
@@ -227,23 +229,28 @@ TEST_P(GoldenTest, MixedDecodeAndPrefillBatchesMatchReference) {
 
 // bf16 activations (--dtype=bfloat16), on every backend (the CPU's packed prompt GEMMs take the
 // BF16 dot-product path where the processor has it; CUDA's run bf16 x bf16 GEMMs), golden ids fed
-// back (teacher forcing) so that every step compares the same context. The reference itself moves
-// the golden top-5 logprobs by up to d = Golden::bf16_deviation when it rounds its linear
-// inputs to bf16; mlaserve rounds at partly different points (absorbed decode attention), so
-// its logprobs must stay within 4d of the fp32 golden (and 1e-3 where d is 0: no bf16
-// weights), and its greedy id must be the golden one wherever the golden top-2 gap exceeds
-// twice that bound.
-class GoldenBf16Test : public ::testing::TestWithParam<std::tuple<std::string, std::string>> {};
+// back (teacher forcing) so that every step compares the same context, with the latent cache in
+// f32 and in bf16 (--kv_cache_dtype; bf16 is what the daemon keeps in bf16 mode by default).
+// The reference itself moves the golden top-5 logprobs by up to d = Golden::bf16_deviation
+// when it rounds its linear inputs to bf16, and by up to Golden::bf16_cache_deviation when its
+// keys and values also come from a bf16-rounded latent and rope key; mlaserve rounds at partly
+// different points (absorbed decode attention), so its logprobs must stay within 4d of the
+// fp32 golden (and 1e-3 where d is 0: no bf16 weights and no bf16 cache), and its greedy id
+// must be the golden one wherever the golden top-2 gap exceeds twice that bound.
+class GoldenBf16Test
+    : public ::testing::TestWithParam<std::tuple<std::string, std::string, DType>> {};
 
 TEST_P(GoldenBf16Test, TopLogprobsStayWithinTheReferencesRoundingDeviation) {
-  const auto& [variant, backend_name] = GetParam();
+  const auto& [variant, backend_name, cache_dtype] = GetParam();
   const std::string dir = testing::ModelDir(variant);
   auto golden = testing::ReadGolden(dir);
   ASSERT_TRUE(golden.ok()) << golden.status();
-  const double tolerance = std::max(kLogprobTolerance, 4 * golden->bf16_deviation);
+  const double d = cache_dtype == DType::kBF16 ? golden->bf16_cache_deviation
+                                               : golden->bf16_deviation;
+  const double tolerance = std::max(kLogprobTolerance, 4 * d);
   auto backend = MakeBackend(backend_name, DType::kBF16);
   const RunConfig& rc = kRunConfigs[2];  // whole prompt, then decode steps replayed as graphs
-  auto runner = LoadRunner(dir, backend.get(), rc);
+  auto runner = LoadRunner(dir, backend.get(), rc, cache_dtype);
   ASSERT_NE(runner, nullptr);
   TestSequence s{golden->prompt_ids, 0,
                  testing::ReversedBlocks(1, 256, static_cast<int32_t>(rc.block_size))};
@@ -268,9 +275,11 @@ TEST_P(GoldenBf16Test, TopLogprobsStayWithinTheReferencesRoundingDeviation) {
 
 INSTANTIATE_TEST_SUITE_P(Variants, GoldenBf16Test,
                          ::testing::Combine(::testing::ValuesIn(testing::ModelVariants()),
-                                            ::testing::ValuesIn(BackendNames())),
+                                            ::testing::ValuesIn(BackendNames()),
+                                            ::testing::Values(DType::kF32, DType::kBF16)),
                          [](const auto& info) {
-                           return std::get<0>(info.param) + "_" + std::get<1>(info.param);
+                           return std::get<0>(info.param) + "_" + std::get<1>(info.param) + "_" +
+                                  std::string(DTypeName(std::get<2>(info.param))) + "_cache";
                          });
 
 INSTANTIATE_TEST_SUITE_P(Variants, GoldenTest,

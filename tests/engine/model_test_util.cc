@@ -53,6 +53,7 @@ absl::StatusOr<Golden> ReadGolden(const std::string& model_dir) {
   const nlohmann::json d = nlohmann::json::parse(dev_text.str(), nullptr, false);
   if (d.is_discarded()) return absl::InvalidArgumentError("bf16_deviation.json is not JSON");
   g.bf16_deviation = d.at("max_top5_logprob_deviation").get<double>();
+  g.bf16_cache_deviation = d.at("max_top5_logprob_deviation_bf16_cache").get<double>();
   return g;
 }
 

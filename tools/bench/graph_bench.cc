@@ -19,7 +19,8 @@
 //   nothing (same model, same graphs): the step is then nothing but its overhead.
 //
 //   mlaserve-graph-bench --model=/tmp/bench/lite-slice-4 [--batches=1,8,64] [--context=512]
-//       [--rounds=5] [--steps=10] [--threads=0] [--deterministic]
+//       [--rounds=5] [--steps=10] [--threads=0] [--deterministic] [--dtype=float32]
+//       [--kv_cache_dtype=auto]
 
 #include <algorithm>
 #include <chrono>
@@ -49,6 +50,8 @@ ABSL_FLAG(int, threads, 0, "CPU backend threads (0 = every core)");
 ABSL_FLAG(bool, deterministic, false,
           "batch-invariant kernels, as the daemon's --deterministic (its default) runs them");
 ABSL_FLAG(std::string, dtype, "float32", "activation dtype, as the daemon's --dtype: float32 or bfloat16");
+ABSL_FLAG(std::string, kv_cache_dtype, "auto",
+          "latent KV cache dtype, as the daemon's --kv_cache_dtype: auto, float32 or bfloat16");
 
 namespace mlaserve {
 namespace {
@@ -154,7 +157,14 @@ int Run() {
   }
   CpuBackend backend(absl::GetFlag(FLAGS_threads), absl::GetFlag(FLAGS_deterministic),
                      *activation);
+  const std::optional<DType> cache =
+      KvCacheDTypeFromName(absl::GetFlag(FLAGS_kv_cache_dtype), *activation);
+  if (!cache.has_value()) {
+    std::fprintf(stderr, "--kv_cache_dtype must be auto, float32 or bfloat16\n");
+    return 1;
+  }
   ModelOptions options;
+  options.kv_cache_dtype = *cache;
   options.max_num_seqs = max_batch;
   options.max_num_tokens = std::max<int64_t>(max_batch, 256);
   options.block_size = kBlockSize;

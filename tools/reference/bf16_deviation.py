@@ -6,7 +6,9 @@ any golden top-5 log-prob over the golden steps is written to
 tests/data/models/<variant>/bf16_deviation.json:
 
   {"max_top5_logprob_deviation": d, "min_bf16_gap": smallest top1 - top2 gap with bf16 inputs,
-   "greedy_ids_agree": whether bf16 inputs keep every golden greedy id}
+   "greedy_ids_agree": whether bf16 inputs keep every golden greedy id,
+   "max_top5_logprob_deviation_bf16_cache": the same d with the keys and values also made from
+   the latent and rope key rounded to bf16 (a bf16 KV cache, --kv_cache_dtype=bfloat16)}
 
 The C++ golden test bounds its own bf16-activation logits by a multiple of d: mlaserve rounds
 at partly different points (absorbed decode attention multiplies the rounded query into the
@@ -39,15 +41,17 @@ def deviation(model_dir):
         golden = json.load(f)
     f32 = step_logprobs(deepseek_ref.Model(model_dir), golden)
     bf16 = step_logprobs(deepseek_ref.Model(model_dir, bf16_inputs=True), golden)
-    dev, agree, min_gap = 0.0, True, float("inf")
+    cache = step_logprobs(deepseek_ref.Model(model_dir, bf16_inputs=True, bf16_cache=True), golden)
+    dev, dev_cache, agree, min_gap = 0.0, 0.0, True, float("inf")
     for i, step in enumerate(golden["steps"]):
         for tok, _ in step["top"]:
             dev = max(dev, abs(float(bf16[i, tok] - f32[i, tok])))
+            dev_cache = max(dev_cache, abs(float(cache[i, tok] - f32[i, tok])))
         top2 = torch.topk(bf16[i], 2)
         agree = agree and int(top2.indices[0]) == step["id"]
         min_gap = min(min_gap, float(top2.values[0] - top2.values[1]))
     return {"max_top5_logprob_deviation": dev, "min_bf16_gap": min_gap,
-            "greedy_ids_agree": agree}
+            "greedy_ids_agree": agree, "max_top5_logprob_deviation_bf16_cache": dev_cache}
 
 
 def main():

@@ -245,6 +245,9 @@ def rms_norm(x, w, eps):
 
 # W key naming the weights whose inputs are rounded to bf16 (Model(bf16_inputs=True)).
 ROUND_INPUTS = "__round_inputs__"
+# W key present when attention reads its keys as a bf16 latent cache holds them
+# (Model(bf16_cache=True)).
+BF16_CACHE = "__bf16_cache__"
 
 
 def round_bf16(x):
@@ -279,12 +282,16 @@ def attention(W, cfg, p, h, cos, sin):
 
     ckv = linear(W, p + "kv_a_proj_with_mqa", h)
     c, k_pe = ckv[:, :cfg.kv_lora_rank], ckv[:, cfg.kv_lora_rank:].reshape(T, 1, rd)
-    kv = linear(W, p + "kv_b_proj", rms_norm(c, W[p + "kv_a_layernorm.weight"], LATENT_NORM_EPS))
+    # What a latent cache row holds: the normalised latent and the rotated rope key.
+    latent = rms_norm(c, W[p + "kv_a_layernorm.weight"], LATENT_NORM_EPS)
+    k_pe = apply_rope(k_pe, cos, sin)
+    if BF16_CACHE in W:
+        latent, k_pe = round_bf16(latent), round_bf16(k_pe)
+    kv = linear(W, p + "kv_b_proj", latent)
     kv = kv.view(T, nh, nope + vd)
     k_nope, v = kv[..., :nope], kv[..., nope:]
 
     q_pe = apply_rope(q_pe, cos, sin)
-    k_pe = apply_rope(k_pe, cos, sin)
     qf = torch.cat([q_nope, q_pe], dim=-1)                           # [T, nh, q_head_dim]
     kf = torch.cat([k_nope, k_pe.expand(T, nh, rd)], dim=-1)         # [T, nh, q_head_dim]
 
@@ -375,13 +382,17 @@ def bf16_stored_names(model_dir):
 class Model:
     """bf16_inputs: the input of every linear layer whose weight mlaserve keeps in bf16 is
     rounded to bf16 first (its --dtype=bfloat16); the router, norms, attention and the residual
-    stream stay fp32."""
+    stream stay fp32. bf16_cache: every key and value comes from the latent and rope key
+    rounded to bf16, as mlaserve's decode steps read them from a bf16 cache
+    (--kv_cache_dtype=bfloat16)."""
 
-    def __init__(self, model_dir, bf16_inputs=False):
+    def __init__(self, model_dir, bf16_inputs=False, bf16_cache=False):
         self.cfg = load_config(model_dir)
         self.W = load_weights(model_dir, self.cfg)
         if bf16_inputs:
             self.W[ROUND_INPUTS] = bf16_stored_names(model_dir)
+        if bf16_cache:
+            self.W[BF16_CACHE] = True
 
     @torch.no_grad()
     def forward(self, ids, margins=None):

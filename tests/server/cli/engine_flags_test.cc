@@ -1,5 +1,5 @@
-// --dtype, --backend and --threads reach the backend BackendFromFlags creates; bad values are
-// errors that name the flag; --threads=0 follows the CPU limit of the cgroup the process runs in.
+// --dtype, --backend and --threads reach the backend BackendFromFlags creates, --kv_cache_dtype
+// the model options; bad values are errors that name the flag; --threads=0 follows the CPU limit of the cgroup the process runs in.
 #include "server/cli/engine_flags.h"
 
 #include <sched.h>
@@ -27,6 +27,7 @@ class EngineFlagsTest : public ::testing::Test {
   }
   void TearDown() override {
     absl::SetFlag(&FLAGS_dtype, "float32");
+    absl::SetFlag(&FLAGS_kv_cache_dtype, "auto");
     absl::SetFlag(&FLAGS_backend, "auto");
     absl::SetFlag(&FLAGS_threads, 0);
   }
@@ -54,6 +55,34 @@ TEST_F(EngineFlagsTest, UnknownDtypeIsAnErrorNamingTheFlag) {
     EXPECT_EQ(b.status().code(), absl::StatusCode::kInvalidArgument);
     EXPECT_THAT(b.status().message(), HasSubstr("--dtype"));
     EXPECT_THAT(b.status().message(), HasSubstr("float32 or bfloat16"));
+  }
+}
+
+TEST_F(EngineFlagsTest, KvCacheDtypeFollowsTheActivationsUnlessNamed) {
+  struct Case {
+    const char* dtype;
+    const char* kv_cache_dtype;
+    DType expected;
+  };
+  for (const Case& c : {Case{"float32", "auto", DType::kF32}, Case{"bfloat16", "auto", DType::kBF16},
+                        Case{"float32", "bfloat16", DType::kBF16},
+                        Case{"bfloat16", "float32", DType::kF32}}) {
+    absl::SetFlag(&FLAGS_dtype, c.dtype);
+    absl::SetFlag(&FLAGS_kv_cache_dtype, c.kv_cache_dtype);
+    absl::StatusOr<ModelOptions> o = ModelOptionsFromFlags();
+    ASSERT_TRUE(o.ok()) << o.status();
+    EXPECT_EQ(o->kv_cache_dtype, c.expected) << c.dtype << " " << c.kv_cache_dtype;
+  }
+}
+
+TEST_F(EngineFlagsTest, UnknownKvCacheDtypeIsAnErrorNamingTheFlag) {
+  for (const char* flag : {"float16", "fp8", ""}) {
+    absl::SetFlag(&FLAGS_kv_cache_dtype, flag);
+    absl::StatusOr<ModelOptions> o = ModelOptionsFromFlags();
+    ASSERT_FALSE(o.ok()) << flag;
+    EXPECT_EQ(o.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(o.status().message(), HasSubstr("--kv_cache_dtype"));
+    EXPECT_THAT(o.status().message(), HasSubstr("auto, float32 or bfloat16"));
   }
 }
 
