@@ -78,6 +78,7 @@ void FillServerInfo(const ServingEngine& engine, absl::Time started, bool draini
   const ServingDescription& description = engine.description();
   response->set_backend(description.backend_name);
   response->set_activation_dtype(description.activation_dtype);
+  response->set_kv_cache_dtype(description.kv_cache_dtype);
   response->set_num_running(static_cast<uint32_t>(stats.num_running));
   response->set_num_waiting(static_cast<uint32_t>(stats.num_waiting));
   response->set_kv_blocks_total(static_cast<uint32_t>(stats.kv_blocks_total));

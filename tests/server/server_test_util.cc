@@ -175,6 +175,7 @@ absl::StatusOr<std::shared_ptr<ServingEngine>> MakeRealEngine(const RealEngineOp
   model_options.block_size = 16;
   model_options.num_kv_blocks = options.num_kv_blocks;
   model_options.context_chunk_tokens = 64;
+  model_options.kv_cache_dtype = options.kv_cache_dtype;
   ASSIGN_OR_RETURN(auto model, LoadDeepseekModel(data + "/models/v2_lite_dense_first",
                                                  backend.get(), model_options));
   std::vector<int32_t> buckets;  // ModelRunner requires buckets <= max_num_seqs
@@ -183,6 +184,7 @@ absl::StatusOr<std::shared_ptr<ServingEngine>> MakeRealEngine(const RealEngineOp
   }
   ASSIGN_OR_RETURN(auto runner, ModelRunner::Create(std::move(model), backend.get(), buckets));
   ServingDescription description{.backend_name = "cpu",
+                                 .kv_cache_dtype = std::string(DTypeName(options.kv_cache_dtype)),
                                  .model_name = "v2_lite_dense_first",
                                  .graph_batch_sizes = runner->graph_buckets()};
   std::shared_ptr<const Tokenizer> tokenizer;

@@ -16,6 +16,7 @@
 #include "absl/time/time.h"
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "grpcpp/grpcpp.h"
+#include "kernels/dtype.h"
 #include "mlaserve/v1/inference.grpc.pb.h"
 #include "server/grpc/inference_server.h"
 #include "server/common/serving_engine.h"
@@ -81,6 +82,7 @@ struct RealEngineOptions {
   int32_t max_num_waiting_seqs = 256;
   int32_t max_model_len = 4096;
   int32_t num_kv_blocks = 1 + 4 * 256;  // of 16 tokens: four full-length sequences
+  DType kv_cache_dtype = DType::kF32;
   bool with_tokenizer = true;           // tests/server/data/tiny_tokenizer
   // Decode buckets replayed as graphs; those above max_num_seqs are left out.
   std::vector<int32_t> graph_batch_sizes = {1, 2, 4, 8};

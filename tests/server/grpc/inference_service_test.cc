@@ -58,6 +58,7 @@ TEST_F(InferenceServiceTest, ModelAndServerInfoDescribeTheModel) {
   const v1::GetServerInfoResponse info = ServerInfo();
   EXPECT_EQ(info.backend(), "cpu");
   EXPECT_EQ(info.activation_dtype(), "float32");
+  EXPECT_EQ(info.kv_cache_dtype(), "float32");
   EXPECT_THAT(info.graph_batch_sizes(), ElementsAre(1, 2, 4, 8));
   EXPECT_FALSE(info.version().empty());
   EXPECT_EQ(info.kv_blocks_total(), 4u * 256u);
@@ -68,6 +69,14 @@ TEST_F(InferenceServiceTest, ModelAndServerInfoDescribeTheModel) {
   EXPECT_GT(info.workspace_bytes(), 0u);
   EXPECT_GT(info.graph_memory_bytes(), 0u);  // graphs for 1, 2, 4 and 8
   EXPECT_FALSE(info.draining());
+}
+
+TEST_F(InferenceServiceTest, ServerInfoNamesABf16CacheAndItsHalvedBytes) {
+  const uint64_t f32_bytes = ServerInfo().kv_cache_bytes();
+  StartWith({.kv_cache_dtype = DType::kBF16});
+  const v1::GetServerInfoResponse info = ServerInfo();
+  EXPECT_EQ(info.kv_cache_dtype(), "bfloat16");
+  EXPECT_EQ(info.kv_cache_bytes() * 2, f32_bytes);
 }
 
 TEST_F(InferenceServiceTest, TokenizeAndDetokenizeRoundTrip) {
