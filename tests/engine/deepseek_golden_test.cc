@@ -230,7 +230,8 @@ TEST_P(GoldenTest, MixedDecodeAndPrefillBatchesMatchReference) {
 // bf16 activations (--dtype=bfloat16), on every backend (the CPU's packed prompt GEMMs take the
 // BF16 dot-product path where the processor has it; CUDA's run bf16 x bf16 GEMMs), golden ids fed
 // back (teacher forcing) so that every step compares the same context, with the latent cache in
-// f32 and in bf16 (--kv_cache_dtype; bf16 is what the daemon keeps in bf16 mode by default).
+// f32 and in bf16 (--kv_cache_dtype; bf16 is what the daemon keeps in bf16 mode by default),
+// the prompt whole or in chunks that attend over cached context.
 // The reference itself moves the golden top-5 logprobs by up to d = Golden::bf16_deviation
 // when it rounds its linear inputs to bf16, and by up to Golden::bf16_cache_deviation when its
 // keys and values also come from a bf16-rounded latent and rope key; mlaserve rounds at partly
@@ -238,10 +239,10 @@ TEST_P(GoldenTest, MixedDecodeAndPrefillBatchesMatchReference) {
 // fp32 golden (and 1e-3 where d is 0: no bf16 weights and no bf16 cache), and its greedy id
 // must be the golden one wherever the golden top-2 gap exceeds twice that bound.
 class GoldenBf16Test
-    : public ::testing::TestWithParam<std::tuple<std::string, std::string, DType>> {};
+    : public ::testing::TestWithParam<std::tuple<std::string, std::string, DType, RunConfig>> {};
 
 TEST_P(GoldenBf16Test, TopLogprobsStayWithinTheReferencesRoundingDeviation) {
-  const auto& [variant, backend_name, cache_dtype] = GetParam();
+  const auto& [variant, backend_name, cache_dtype, rc] = GetParam();
   const std::string dir = testing::ModelDir(variant);
   auto golden = testing::ReadGolden(dir);
   ASSERT_TRUE(golden.ok()) << golden.status();
@@ -249,14 +250,16 @@ TEST_P(GoldenBf16Test, TopLogprobsStayWithinTheReferencesRoundingDeviation) {
                                                : golden->bf16_deviation;
   const double tolerance = std::max(kLogprobTolerance, 4 * d);
   auto backend = MakeBackend(backend_name, DType::kBF16);
-  const RunConfig& rc = kRunConfigs[2];  // whole prompt, then decode steps replayed as graphs
   auto runner = LoadRunner(dir, backend.get(), rc, cache_dtype);
   ASSERT_NE(runner, nullptr);
   TestSequence s{golden->prompt_ids, 0,
                  testing::ReversedBlocks(1, 256, static_cast<int32_t>(rc.block_size))};
   StepLogits logits;
-  ASSERT_TRUE(runner->Execute({NextStep(s, rc.max_num_tokens)}, &logits).ok());
-  s.num_computed = static_cast<int32_t>(s.tokens.size());
+  while (s.num_computed < static_cast<int32_t>(s.tokens.size())) {
+    const StepSequence step = NextStep(s, rc.max_num_tokens);
+    ASSERT_TRUE(runner->Execute({step}, &logits).ok());
+    s.num_computed += step.num_new_tokens;
+  }
   for (size_t i = 0; i < golden->steps.size(); ++i) {
     const GoldenStep& step = golden->steps[i];
     const std::vector<double> lp = testing::LogSoftmax(logits.row(0));
@@ -276,10 +279,13 @@ TEST_P(GoldenBf16Test, TopLogprobsStayWithinTheReferencesRoundingDeviation) {
 INSTANTIATE_TEST_SUITE_P(Variants, GoldenBf16Test,
                          ::testing::Combine(::testing::ValuesIn(testing::ModelVariants()),
                                             ::testing::ValuesIn(BackendNames()),
-                                            ::testing::Values(DType::kF32, DType::kBF16)),
+                                            ::testing::Values(DType::kF32, DType::kBF16),
+                                            // chunked prefill; whole prompt and decode graphs
+                                            ::testing::Values(kRunConfigs[1], kRunConfigs[2])),
                          [](const auto& info) {
                            return std::get<0>(info.param) + "_" + std::get<1>(info.param) + "_" +
-                                  std::string(DTypeName(std::get<2>(info.param))) + "_cache";
+                                  std::string(DTypeName(std::get<2>(info.param))) + "_cache_" +
+                                  std::get<3>(info.param).name;
                          });
 
 INSTANTIATE_TEST_SUITE_P(Variants, GoldenTest,
