@@ -51,7 +51,7 @@ std::string ModelDirFromFlags() {
   return dir.empty() ? std::string(MLASERVE_DEFAULT_MODEL_DIR) : dir;
 }
 
-absl::StatusOr<ModelOptions> ModelOptionsFromFlags() {
+absl::StatusOr<ModelOptions> ModelOptionsFromFlags(DType activation_dtype) {
   ModelOptions o;
   const int seqs = absl::GetFlag(FLAGS_max_num_seqs);
   const int tokens = absl::GetFlag(FLAGS_max_num_batched_tokens);
@@ -74,9 +74,7 @@ absl::StatusOr<ModelOptions> ModelOptionsFromFlags() {
   o.num_kv_blocks = 1 + (kv_tokens + block - 1) / block;
   o.max_model_len = max_len > 0 ? max_len : (int64_t{1} << 30);
   const std::string cache = absl::GetFlag(FLAGS_kv_cache_dtype);
-  // An unknown --dtype is BackendFromFlags' error.
-  const std::optional<DType> dtype = KvCacheDTypeFromName(
-      cache, ActivationDTypeFromName(absl::GetFlag(FLAGS_dtype)).value_or(DType::kF32));
+  const std::optional<DType> dtype = KvCacheDTypeFromName(cache, activation_dtype);
   if (!dtype.has_value()) {
     return absl::InvalidArgumentError(absl::StrCat(
         "--kv_cache_dtype: unknown value \"", cache, "\" (auto, float32 or bfloat16)"));

@@ -31,8 +31,9 @@ namespace mlaserve {
 std::string ModelDirFromFlags();
 
 // Model options from the flags (max_model_len is clamped to the model later); the KV cache's
-// dtype follows --dtype unless --kv_cache_dtype names one.
-absl::StatusOr<ModelOptions> ModelOptionsFromFlags();
+// dtype is `activation_dtype` (the backend's, Backend::activation_dtype) unless
+// --kv_cache_dtype names one.
+absl::StatusOr<ModelOptions> ModelOptionsFromFlags(DType activation_dtype);
 
 // Decode-graph buckets from --graph_batch_sizes (errors name the flag).
 absl::StatusOr<std::vector<int32_t>> GraphBucketsFromFlags(int32_t max_num_seqs);

@@ -122,7 +122,7 @@ absl::Status Run() {
     return absl::InvalidArgumentError("--temperature: must not be negative");
   }
   ASSIGN_OR_RETURN(std::unique_ptr<Backend> backend, BackendFromFlags());
-  ASSIGN_OR_RETURN(ModelOptions options, ModelOptionsFromFlags());
+  ASSIGN_OR_RETURN(ModelOptions options, ModelOptionsFromFlags(backend->activation_dtype()));
   options.max_num_seqs = 1;
   ASSIGN_OR_RETURN(auto runner, ModelRunnerFromFlags(backend.get(), options));
   const int64_t vocab = runner->model().config().vocab_size;

@@ -99,7 +99,7 @@ absl::StatusOr<InferenceServerOptions> ServerOptionsFromFlags() {
 absl::StatusOr<std::unique_ptr<ServingEngine>> LoadEngine(Metrics* metrics) {
   const std::string dir = ModelDirFromFlags();
   ASSIGN_OR_RETURN(std::unique_ptr<Backend> backend, BackendFromFlags());
-  ASSIGN_OR_RETURN(ModelOptions model_options, ModelOptionsFromFlags());
+  ASSIGN_OR_RETURN(ModelOptions model_options, ModelOptionsFromFlags(backend->activation_dtype()));
   ASSIGN_OR_RETURN(auto runner, ModelRunnerFromFlags(backend.get(), model_options));
   const int64_t max_model_len = runner->model().options().max_model_len;
   std::shared_ptr<const Tokenizer> tokenizer;

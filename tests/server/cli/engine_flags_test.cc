@@ -67,9 +67,12 @@ TEST_F(EngineFlagsTest, KvCacheDtypeFollowsTheActivationsUnlessNamed) {
   for (const Case& c : {Case{"float32", "auto", DType::kF32}, Case{"bfloat16", "auto", DType::kBF16},
                         Case{"float32", "bfloat16", DType::kBF16},
                         Case{"bfloat16", "float32", DType::kF32}}) {
+    // The activations' dtype as the backend the flags create reports it.
     absl::SetFlag(&FLAGS_dtype, c.dtype);
+    absl::StatusOr<std::unique_ptr<Backend>> b = BackendFromFlags();
+    ASSERT_TRUE(b.ok()) << b.status();
     absl::SetFlag(&FLAGS_kv_cache_dtype, c.kv_cache_dtype);
-    absl::StatusOr<ModelOptions> o = ModelOptionsFromFlags();
+    absl::StatusOr<ModelOptions> o = ModelOptionsFromFlags((*b)->activation_dtype());
     ASSERT_TRUE(o.ok()) << o.status();
     EXPECT_EQ(o->kv_cache_dtype, c.expected) << c.dtype << " " << c.kv_cache_dtype;
   }
@@ -78,7 +81,7 @@ TEST_F(EngineFlagsTest, KvCacheDtypeFollowsTheActivationsUnlessNamed) {
 TEST_F(EngineFlagsTest, UnknownKvCacheDtypeIsAnErrorNamingTheFlag) {
   for (const char* flag : {"float16", "fp8", ""}) {
     absl::SetFlag(&FLAGS_kv_cache_dtype, flag);
-    absl::StatusOr<ModelOptions> o = ModelOptionsFromFlags();
+    absl::StatusOr<ModelOptions> o = ModelOptionsFromFlags(DType::kBF16);
     ASSERT_FALSE(o.ok()) << flag;
     EXPECT_EQ(o.status().code(), absl::StatusCode::kInvalidArgument);
     EXPECT_THAT(o.status().message(), HasSubstr("--kv_cache_dtype"));
