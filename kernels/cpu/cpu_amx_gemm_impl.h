@@ -3,15 +3,14 @@
 //
 // Which calls: bf16 weights on the packed path (more rows of A than the dot-product path
 // takes, or GemmPath::kPacked): prompt GEMMs, MoE experts with many rows, prefill attention
-// over a bf16 cache. Everything else goes to the AVX-512 BF16 build unchanged.
+// over a bf16 cache. bf16 weights on the dot-product path (decode rows) go to the tiles of
+// cpu_amx_dot_impl.h; f32 weights to the AVX-512 BF16 build unchanged.
 //
 // Exactness: TDPBF16PS multiplies bf16 by bf16, which is exact in f32, and accumulates in f32.
 // With bf16 activations (GemmArgs::a_bf16) A is rounded to bf16 once, as every build does.
 // With f32 activations each element of A is split exactly into three bf16 parts,
-// a = hi + mid + lo (hi = a cut to its top 16 bits, which is a bf16; mid = a - hi cut the same
-// way; lo = a - hi - mid, which has at most 8 significant bits; both differences are exact),
-// and C accumulates hi·B, mid·B and lo·B: the f32 products of the other
-// builds, three tile products per step instead of one. Accuracy is that of f32 accumulation
+// a = hi + mid + lo (SplitIntoBf16Parts), and C accumulates hi·B, mid·B and lo·B: the f32
+// products of the other builds, three tile products per step instead of one. Accuracy is that of f32 accumulation
 // over k (the order differs from the other builds, as theirs differ from each other); a row's
 // result does not depend on the other rows of the call (batch invariance holds).
 //
@@ -27,6 +26,7 @@
 #include <cstdint>
 #include <cstring>
 
+#include "kernels/cpu/cpu_amx_dot_impl.h"
 #include "kernels/cpu/cpu_amx_tiles.h"
 #include "kernels/cpu/cpu_avx512_traits.h"
 #include "kernels/cpu/cpu_gemm_impl.h"
@@ -54,17 +54,6 @@ struct AmxGemmImpl {
   static int64_t Lo(int64_t a, int64_t b) { return a < b ? a : b; }
   static int64_t RoundUp(int64_t x, int64_t to) { return (x + to - 1) / to * to; }
 
-  // Each of x's lanes as hi + mid + lo, each part exactly a bf16 (so the pair packing below
-  // converts it without rounding). Cutting a part takes one AND, where rounding it to bf16
-  // took a conversion and a widening back to f32, both on the shuffle port the packing uses.
-  static void Split(__m512 x, __m512 (&part)[kMaxParts]) {
-    const __m512i top16 = _mm512_set1_epi32(static_cast<int>(0xffff0000u));
-    part[0] = _mm512_castsi512_ps(_mm512_and_si512(_mm512_castps_si512(x), top16));
-    const __m512 r = _mm512_sub_ps(x, part[0]);
-    part[1] = _mm512_castsi512_ps(_mm512_and_si512(_mm512_castps_si512(r), top16));
-    part[2] = _mm512_sub_ps(r, part[1]);
-  }
-
   // Plane q, row i, word p: the bf16 pair (part q of A[i0 + i, pc + 2p], of A[.., pc + 2p + 1]),
   // for i < rows_padded and p < pairs_padded; zero past mc rows and past kc.
   static void PackA(const GemmArgs& g, int64_t i0, int64_t mc, int64_t rows_padded, int64_t pc,
@@ -84,8 +73,8 @@ struct AmxGemmImpl {
           continue;
         }
         __m512 s0[kMaxParts], s1[kMaxParts];
-        Split(x0, s0);
-        Split(x1, s1);
+        SplitIntoBf16Parts(x0, s0);
+        SplitIntoBf16Parts(x1, s1);
         for (int q = 0; q < kMaxParts; ++q) {
           _mm512_storeu_si512(dst + q * kPlaneWords,
                               reinterpret_cast<__m512i>(_mm512_cvtne2ps_pbh(s1[q], s0[q])));
@@ -184,13 +173,16 @@ struct AmxGemmImpl {
     Tiles::Release();
   }
 
+  // bf16 weights: rows on the packed path here, the others by AmxDotImpl (decode rows);
+  // f32 weights and empty calls: the AVX-512 BF16 build.
   static void Run(const GemmArgs& g, float* scratch) {
-    if (!Base::PackedPath(g) || g.b_dtype != DType::kBF16 || g.m <= 0 || g.k <= 0 ||
-        g.n_begin >= g.n_end) {
+    if (g.b_dtype != DType::kBF16 || g.m <= 0 || g.k <= 0 || g.n_begin >= g.n_end) {
       Base::Run(g, scratch);
-      return;
+    } else if (Base::PackedPath(g)) {
+      Packed(g, scratch);
+    } else {
+      AmxDotImpl<Tiles>::Run(g, scratch);
     }
-    Packed(g, scratch);
   }
 };
 

@@ -1,4 +1,5 @@
-// The AMX packed GEMM (kernels/cpu/cpu_amx_gemm_impl.h) against products summed in double
+// The AMX GEMMs (kernels/cpu/cpu_amx_gemm_impl.h, and cpu_amx_dot_impl.h for decode rows)
+// against products summed in double
 // precision here: on the software tile model (AmxEmulatedKernels, wherever the avx512_bf16
 // build runs) and on the tile instructions (AmxBf16Kernels, only where the processor has AMX
 // and Linux grants it). Shapes cover row, pair and column tails of every tile, several depth
@@ -8,6 +9,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
+#include <initializer_list>
 #include <random>
 #include <string>
 #include <vector>
@@ -22,6 +24,9 @@ namespace {
 
 // Parameter: "emulated" or "hardware".
 class AmxGemmTest : public ::testing::TestWithParam<std::string> {
+ public:
+  void Gemm(const GemmArgs& g) { kernels_->gemm(g, scratch_); }
+
  protected:
   void SetUp() override {
     if (GetParam() == "emulated") {
@@ -34,8 +39,6 @@ class AmxGemmTest : public ::testing::TestWithParam<std::string> {
     scratch_ = static_cast<float*>(std::aligned_alloc(64, kGemmScratchFloats * sizeof(float)));
   }
   void TearDown() override { std::free(scratch_); }
-
-  void Gemm(const GemmArgs& g) { kernels_->gemm(g, scratch_); }
 
   const CpuKernels* kernels_ = nullptr;
   float* scratch_ = nullptr;
@@ -89,20 +92,24 @@ GemmArgs ArgsFor(const Problem& p, float* c, int64_t ldc) {
   return g;
 }
 
-TEST_P(AmxGemmTest, MatchesExactSumsOverTileTails) {
+// Every (m, n, k) of the lists (skipping m > 100 with k > 600, which keeps the software tiles
+// fast) on `path`, both activation dtypes, against sums in double, and no write outside C.
+void ExpectExactSums(AmxGemmTest& t, GemmPath path, std::initializer_list<int64_t> ms,
+                     std::initializer_list<int64_t> ns, std::initializer_list<int64_t> ks) {
   std::mt19937 rng(7);
   for (bool a_bf16 : {false, true}) {
-    for (int64_t m : {17, 32, 33, 47, 300}) {
-      for (int64_t n : {1, 16, 45, 70}) {
-        for (int64_t k : {1, 2, 31, 33, 64, 513, 1100}) {
-          if (m == 300 && k > 600) continue;  // keeps the software tiles fast
+    for (int64_t m : ms) {
+      for (int64_t n : ns) {
+        for (int64_t k : ks) {
+          if (m > 100 && k > 600) continue;
           const Problem p = MakeProblem(rng, m, n, k);
           // Two spare columns and one spare row that the call must not touch.
           const int64_t ldc = n + 2;
           std::vector<float> c((m + 1) * ldc, -7.0f);
           GemmArgs g = ArgsFor(p, c.data(), ldc);
           g.a_bf16 = a_bf16;
-          Gemm(g);
+          g.path = path;
+          t.Gemm(g);
           for (int64_t i = 0; i <= m; ++i) {
             for (int64_t j = 0; j < ldc; ++j) {
               const float got = c[i * ldc + j];
@@ -122,6 +129,21 @@ TEST_P(AmxGemmTest, MatchesExactSumsOverTileTails) {
   }
 }
 
+TEST_P(AmxGemmTest, MatchesExactSumsOverTileTails) {
+  ExpectExactSums(*this, GemmPath::kBySize, {17, 32, 33, 47, 300}, {1, 16, 45, 70},
+                  {1, 2, 31, 33, 64, 513, 1100});
+}
+
+// Decode rows (the weights as the tiles' A operand, cpu_amx_dot_impl.h): 1 to 16 rows by size,
+// and any number on the fixed path, across row chunks of 16, groups of chunks (more than 80
+// rows with f32 activations) and depth blocks of 2048.
+TEST_P(AmxGemmTest, DecodeRowsMatchExactSums) {
+  ExpectExactSums(*this, GemmPath::kBySize, {1, 2, 7, 16}, {1, 16, 45, 70},
+                  {1, 31, 33, 64, 2049, 4200});
+  ExpectExactSums(*this, GemmPath::kFixedDot, {1, 17, 40, 130}, {3, 64},
+                  {2, 100, 2048, 2100});
+}
+
 // With f32 activations every bit of A must reach the products. Each a = ±(1 ± 2⁻⁹ ± 2⁻¹⁷) has
 // a part in each of hi, mid and lo, B holds ±1 and ±2, and every partial sum of 40 terms is
 // a multiple of 2⁻¹⁷ below 2⁷, exact in f32: the result must equal the exact sum bit for bit
@@ -133,17 +155,22 @@ TEST_P(AmxGemmTest, F32ActivationsKeepEveryBit) {
   Problem p{24, 20, 40, std::vector<float>(24 * 40), std::vector<uint16_t>(20 * 40)};
   for (float& x : p.a) x = sign() * (1.0f + sign() * 0x1p-9f + sign() * 0x1p-17f);
   for (uint16_t& x : p.b) x = F32ToBf16(sign() * static_cast<float>(1 + coin(rng)));
-  std::vector<float> c(p.m * p.n);
-  Gemm(ArgsFor(p, c.data(), p.n));
-  for (int64_t i = 0; i < p.m; ++i) {
-    for (int64_t j = 0; j < p.n; ++j) {
-      ASSERT_EQ(c[i * p.n + j], Dot(p, i, j, false).sum) << "at " << i << "," << j;
+  for (GemmPath path : {GemmPath::kPacked, GemmPath::kFixedDot}) {
+    std::vector<float> c(p.m * p.n);
+    GemmArgs g = ArgsFor(p, c.data(), p.n);
+    g.path = path;
+    Gemm(g);
+    for (int64_t i = 0; i < p.m; ++i) {
+      for (int64_t j = 0; j < p.n; ++j) {
+        ASSERT_EQ(c[i * p.n + j], Dot(p, i, j, false).sum)
+            << "path " << static_cast<int>(path) << " at " << i << "," << j;
+      }
     }
   }
 }
 
 // Gathered rows of A and C, accumulation into C, and a column range that starts mid-panel.
-TEST_P(AmxGemmTest, GatheredRowsAccumulateIntoColumnRange) {
+void ExpectGatheredRowsAccumulate(AmxGemmTest& t, GemmPath path) {
   std::mt19937 rng(9);
   const Problem p = MakeProblem(rng, 40, 80, 200);
   std::vector<int32_t> a_rows(p.m), c_rows(p.m);
@@ -161,7 +188,8 @@ TEST_P(AmxGemmTest, GatheredRowsAccumulateIntoColumnRange) {
   g.accumulate = true;
   g.n_begin = 5;
   g.n_end = 71;
-  Gemm(g);
+  g.path = path;
+  t.Gemm(g);
   for (int64_t i = 0; i < p.m; ++i) {
     for (int64_t j = 0; j < p.n; ++j) {
       const float got = c[c_rows[i] * p.n + j];
@@ -174,6 +202,13 @@ TEST_P(AmxGemmTest, GatheredRowsAccumulateIntoColumnRange) {
       ASSERT_NEAR(got, was + e.sum, Bound(e, p.k) + std::ldexp(std::abs(was), -23))
           << "row " << i << " column " << j;
     }
+  }
+}
+
+TEST_P(AmxGemmTest, GatheredRowsAccumulateIntoColumnRange) {
+  for (GemmPath path : {GemmPath::kPacked, GemmPath::kFixedDot}) {
+    SCOPED_TRACE(static_cast<int>(path));
+    ExpectGatheredRowsAccumulate(*this, path);
   }
 }
 
@@ -194,6 +229,34 @@ TEST_P(AmxGemmTest, PackedRowsDoNotDependOnTheirNeighbours) {
     Gemm(single);
     for (int64_t j = 0; j < p.n; ++j) {
       ASSERT_EQ(one[j], all[i * p.n + j]) << "row " << i << " column " << j;
+    }
+  }
+}
+
+// GemmPath::kFixedDot likewise, on the decode rows' tiles: a row of a 40-row call (three chunks
+// of 16) equals the row alone, and a column range that starts at a tile pair equals the
+// whole call's columns there, in both activation dtypes and across depth blocks.
+TEST_P(AmxGemmTest, FixedDotRowsDoNotDependOnTheirNeighboursOrColumns) {
+  std::mt19937 rng(11);
+  const Problem p = MakeProblem(rng, 40, 100, 2100);
+  for (bool a_bf16 : {false, true}) {
+    std::vector<float> all(p.m * p.n);
+    GemmArgs g = ArgsFor(p, all.data(), p.n);
+    g.path = GemmPath::kFixedDot;
+    g.a_bf16 = a_bf16;
+    Gemm(g);
+    for (int64_t i : {0, 17, 39}) {
+      std::vector<float> one(p.n);
+      GemmArgs single = g;
+      single.a = p.a.data() + i * p.k;
+      single.c = one.data();
+      single.m = 1;
+      single.n_begin = 32;
+      Gemm(single);
+      for (int64_t j = 32; j < p.n; ++j) {
+        ASSERT_EQ(one[j], all[i * p.n + j])
+            << "a_bf16=" << a_bf16 << " row " << i << " column " << j;
+      }
     }
   }
 }

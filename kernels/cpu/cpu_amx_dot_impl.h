@@ -1,0 +1,315 @@
+// The AMX build's GEMM for decode rows (GemmPath::kFixedDot, and kBySize up to GemvImpl::kMaxM
+// rows) against bf16 weights, over a tile policy (HardwareTiles or EmulatedTiles, see
+// cpu_amx_tiles.h). Include only from files compiled with the AMX flags (*_amx.cc).
+//
+// The product is computed transposed, Cᵀ = B · Aᵀ: the weights are the tiles' A operand, read
+// in place (a tile is 16 weight rows of 32 consecutive k, exactly their row-major layout, loaded
+// at the weights' row stride), and the few rows of activations are the B operand, packed once
+// per call into the pair-interleaved layout TDPBF16PS reads. So no weight is packed or widened:
+// each 1 KiB weight tile costs one tile load and one TDPBF16PS (three with f32 activations),
+// whatever the number of rows up to 16, where the dot products' FMAs grow with the rows. A decode
+// step of 16 rows then streams its weights about as fast as a step of one.
+//
+// Exactness and order: with f32 activations each element is split into three bf16 parts as in
+// the packed path (cpu_amx_gemm_impl.h), products are exact in f32 and sums are f32. Each
+// output element's sum has one order whatever the number of rows, the column range or the
+// thread: over depth blocks of kDepth in order (each block's value added to C), and within a
+// block two tile accumulators, the first taking the hi and lo parts' products step by step in k
+// order and the second the mid parts' (added together at the end of the block). So calls of any
+// m agree bit for bit on a row (batch invariance, --deterministic).
+//
+// Blocking: per depth block, the activations of up to kChunks 16-row chunks are packed (one
+// 1 KiB B tile per chunk, 32-deep step and part); then each pair of 16-row weight tiles runs
+// every chunk's steps, so rows past the first 16 read the weights again from L1/L2 rather than
+// memory. Weight tiles that would read past the column range or the depth are copied into a
+// zero-padded tile first.
+#ifndef MLASERVE_KERNELS_CPU_CPU_AMX_DOT_IMPL_H_
+#define MLASERVE_KERNELS_CPU_CPU_AMX_DOT_IMPL_H_
+
+#include <cstdint>
+#include <cstring>
+
+#include "kernels/cpu/cpu_amx_tiles.h"
+#include "kernels/cpu/cpu_avx512_traits.h"
+#include "kernels/cpu/cpu_gemm_impl.h"
+#include "kernels/cpu/cpu_gemv_impl.h"
+#include "kernels/cpu/cpu_kernels.h"
+#include "kernels/cpu/cpu_stream_tuning.h"
+
+namespace mlaserve::cpu_impl {
+
+// x's lanes as hi + mid + lo, each part exactly a bf16 (so packing it as bf16 pairs converts it
+// without rounding): hi = x cut to its top 16 bits, mid = x - hi cut the same way, lo = the rest
+// (at most 8 significant bits); both differences are exact. Cutting a part takes one AND, where
+// rounding it to bf16 took a conversion and a widening back to f32, both on the shuffle port the
+// packing uses.
+inline void SplitIntoBf16Parts(__m512 x, __m512 (&part)[3]) {
+  const __m512i top16 = _mm512_set1_epi32(static_cast<int>(0xffff0000u));
+  part[0] = _mm512_castsi512_ps(_mm512_and_si512(_mm512_castps_si512(x), top16));
+  const __m512 r = _mm512_sub_ps(x, part[0]);
+  part[1] = _mm512_castsi512_ps(_mm512_and_si512(_mm512_castps_si512(r), top16));
+  part[2] = _mm512_sub_ps(r, part[1]);
+}
+
+template <class Tiles>
+struct AmxDotImpl {
+  using V = Avx512Bf16;
+  using Base = GemmImpl<V>;
+  using Gemv = GemvImpl<V>;
+  static constexpr int64_t kStep = 32;     // k per tile step (16 pairs)
+  static constexpr int64_t kDepth = 2048;  // k per depth block (fixed: the sums' order)
+  static constexpr int64_t kSteps = kDepth / kStep;
+  static constexpr int kMaxParts = 3;
+  static constexpr int64_t kTileWords = 256;  // one 16 x 64-byte tile
+  // Scratch: 4 staged C tiles, 2 padded weight tiles, kMaxParts row blocks being packed, then
+  // the packed activations.
+  static constexpr int64_t kStageWords = 4 * kTileWords;
+  static constexpr int64_t kPadWords = 2 * kTileWords;
+  static constexpr int64_t kRowBlockWords = kMaxParts * kTileWords;
+  static constexpr int64_t kPackedOffset = kStageWords + kPadWords + kRowBlockWords;
+  static constexpr int64_t kChunkWords = kSteps * kMaxParts * kTileWords;  // at most, per chunk
+  static constexpr int64_t kChunks = (kGemmScratchFloats - kPackedOffset) / kChunkWords;
+  static_assert(kChunks >= 1);
+
+  static int64_t Lo(int64_t a, int64_t b) { return a < b ? a : b; }
+
+  // dst[j * 16 + i] = src[i * 16 + j] for a 16 x 16 block of 32-bit words.
+  static void Transpose16(const uint32_t* src, uint32_t* dst) {
+    __m512i r[16], a[16], b[16];
+    for (int i = 0; i < 16; ++i) r[i] = _mm512_loadu_si512(src + 16 * i);
+    for (int j = 0; j < 8; ++j) {
+      a[2 * j] = _mm512_unpacklo_epi32(r[2 * j], r[2 * j + 1]);
+      a[2 * j + 1] = _mm512_unpackhi_epi32(r[2 * j], r[2 * j + 1]);
+    }
+    // b[4j + t], 128-bit lane L: rows 4j..4j+3 of column 4L + t.
+    for (int j = 0; j < 4; ++j) {
+      b[4 * j] = _mm512_unpacklo_epi64(a[4 * j], a[4 * j + 2]);
+      b[4 * j + 1] = _mm512_unpackhi_epi64(a[4 * j], a[4 * j + 2]);
+      b[4 * j + 2] = _mm512_unpacklo_epi64(a[4 * j + 1], a[4 * j + 3]);
+      b[4 * j + 3] = _mm512_unpackhi_epi64(a[4 * j + 1], a[4 * j + 3]);
+    }
+    for (int t = 0; t < 4; ++t) {
+      const __m512i c0 = _mm512_shuffle_i32x4(b[t], b[4 + t], 0x44);
+      const __m512i c1 = _mm512_shuffle_i32x4(b[t], b[4 + t], 0xee);
+      const __m512i c2 = _mm512_shuffle_i32x4(b[8 + t], b[12 + t], 0x44);
+      const __m512i c3 = _mm512_shuffle_i32x4(b[8 + t], b[12 + t], 0xee);
+      _mm512_storeu_si512(dst + 16 * t, _mm512_shuffle_i32x4(c0, c2, 0x88));
+      _mm512_storeu_si512(dst + 16 * (4 + t), _mm512_shuffle_i32x4(c0, c2, 0xdd));
+      _mm512_storeu_si512(dst + 16 * (8 + t), _mm512_shuffle_i32x4(c1, c3, 0x88));
+      _mm512_storeu_si512(dst + 16 * (12 + t), _mm512_shuffle_i32x4(c1, c3, 0xdd));
+    }
+  }
+
+  // Up to this many rows, PackChunk scatters each row's words into zeroed tiles and AddStage
+  // gathers each row's outputs, where more rows take one transposition per tile.
+  static constexpr int64_t kFewRows = 4;
+
+  // Word offsets 16 p of the words of a tile column.
+  static __m512i ColumnOffsets() {
+    return _mm512_setr_epi32(0, 16, 32, 48, 64, 80, 96, 112, 128, 144, 160, 176, 192, 208, 224,
+                             240);
+  }
+
+  // Row i's (< rows) 16 words of part q for the step at depth k0 + l: bf16 pairs of
+  // consecutive k (zero past kb), split into parts (or rounded, parts == 1).
+  static void RowWords(const GemmArgs& g, int64_t row, int64_t k0, int64_t l, int64_t kb,
+                       int parts, __m512i (&w)[kMaxParts]) {
+    const float* src = Gemv::ARow(g, row) + k0 + l;
+    const __m512 x0 = V::LoadN(src, kb - l), x1 = V::LoadN(src + 16, kb - l - 16);
+    if (parts == 1) {
+      w[0] = reinterpret_cast<__m512i>(_mm512_cvtne2ps_pbh(x1, x0));
+      return;
+    }
+    __m512 s0[kMaxParts], s1[kMaxParts];
+    SplitIntoBf16Parts(x0, s0);
+    SplitIntoBf16Parts(x1, s1);
+    for (int q = 0; q < kMaxParts; ++q) {
+      w[q] = reinterpret_cast<__m512i>(_mm512_cvtne2ps_pbh(s1[q], s0[q]));
+    }
+  }
+
+  // The B tiles of rows [i0, i0 + rows) (rows <= 16) over depth [k0, k0 + kb): for step s and
+  // part q, tile word [p][i] = the bf16 pair (part q of A[i0 + i, k0 + 32s + 2p], of the next
+  // k), zero past `rows` and past kb. row_block: kRowBlockWords of scratch.
+  static void PackChunk(const GemmArgs& g, int64_t i0, int64_t rows, int64_t k0, int64_t kb,
+                        int parts, uint32_t* row_block, uint32_t* dst) {
+    const int64_t steps = (kb + kStep - 1) / kStep;
+    const __m512i zero = _mm512_setzero_si512();
+    for (int64_t s = 0; s < steps; ++s) {
+      const int64_t l = s * kStep;
+      uint32_t* tiles = dst + s * parts * kTileWords;
+      __m512i w[kMaxParts];
+      if (rows <= kFewRows) {
+        for (int64_t t = 0; t < parts * 16; ++t) _mm512_storeu_si512(tiles + 16 * t, zero);
+        for (int64_t i = 0; i < rows; ++i) {
+          RowWords(g, i0 + i, k0, l, kb, parts, w);
+          for (int q = 0; q < parts; ++q) {
+            _mm512_i32scatter_epi32(tiles + q * kTileWords + i, ColumnOffsets(), w[q], 4);
+          }
+        }
+        continue;
+      }
+      for (int64_t i = 0; i < 16; ++i) {
+        if (i < rows) {
+          RowWords(g, i0 + i, k0, l, kb, parts, w);
+        } else {
+          for (int q = 0; q < parts; ++q) w[q] = zero;
+        }
+        for (int q = 0; q < parts; ++q) {
+          _mm512_storeu_si512(row_block + q * kTileWords + 16 * i, w[q]);
+        }
+      }
+      for (int q = 0; q < parts; ++q) {
+        Transpose16(row_block + q * kTileWords, tiles + q * kTileWords);
+      }
+    }
+  }
+
+  // Weight rows [j, j + rows) (rows <= 16), depth [k, k + kk) (kk <= 32) as a zero-padded tile.
+  static void PadTile(const uint16_t* b, int64_t ldb, int64_t j, int64_t rows, int64_t k,
+                      int64_t kk, uint32_t* tile) {
+    std::memset(tile, 0, kTileWords * sizeof(uint32_t));
+    for (int64_t r = 0; r < rows; ++r) {
+      std::memcpy(tile + 16 * r, b + (j + r) * ldb + k, static_cast<size_t>(kk) * sizeof(uint16_t));
+    }
+  }
+
+  // C tiles [R][*] over `steps` steps for the weight tile pair at rows j (kTwo: both tiles) of
+  // g's column range; `prefetch`: request the rows ahead (the first chunk of rows only).
+  template <bool kTwo>
+  static void TileSteps(const GemmArgs& g, int64_t j, int64_t valid_rows, int64_t k0,
+                        int64_t steps, int parts, const uint32_t* packed, uint32_t* pad,
+                        const StreamTuning& tuning, bool prefetch) {
+    const uint16_t* b = static_cast<const uint16_t*>(g.b);
+    const int64_t stride = g.ldb * static_cast<int64_t>(sizeof(uint16_t));
+    Tiles::template ZeroC<0, 0>();
+    Tiles::template ZeroC<0, 1>();
+    if constexpr (kTwo) {
+      Tiles::template ZeroC<1, 0>();
+      Tiles::template ZeroC<1, 1>();
+    }
+    const bool full_rows = valid_rows == (kTwo ? 32 : 16);
+    // The same depth of the weight rows `ahead_tiles` tile pairs on.
+    const int64_t ahead_row = j + 32 * tuning.ahead_tiles;
+    const int64_t ahead_rows =
+        prefetch && tuning.ahead_tiles > 0 ? Lo(32, g.n_end - ahead_row) : 0;
+    for (int64_t s = 0; s < steps; ++s) {
+      const int64_t k = k0 + s * kStep;
+      const int64_t kk = Lo(kStep, g.k - k);
+      for (int64_t r = 0; r < ahead_rows; ++r) {
+        Gemv::PrefetchLine(b + (ahead_row + r) * g.ldb + k, tuning.non_temporal);
+      }
+      if (full_rows && kk == kStep) {
+        Tiles::template LoadA<0>(reinterpret_cast<const uint32_t*>(b + j * g.ldb + k), stride);
+        if constexpr (kTwo) {
+          Tiles::template LoadA<1>(reinterpret_cast<const uint32_t*>(b + (j + 16) * g.ldb + k),
+                                   stride);
+        }
+      } else {
+        PadTile(b, g.ldb, j, Lo(16, valid_rows), k, kk, pad);
+        Tiles::template LoadA<0>(pad, 64);
+        if constexpr (kTwo) {
+          PadTile(b, g.ldb, j + 16, valid_rows - 16, k, kk, pad + kTileWords);
+          Tiles::template LoadA<1>(pad + kTileWords, 64);
+        }
+      }
+      const uint32_t* x = packed + s * parts * kTileWords;
+      Tiles::template LoadB<0>(x, 64);
+      if (parts == 1) {
+        Tiles::template Dot<0, 0>();
+        if constexpr (kTwo) Tiles::template Dot<1, 0>();
+        continue;
+      }
+      // hi into C[.][0], mid into C[.][1], then lo into C[.][0].
+      Tiles::template LoadB<1>(x + kTileWords, 64);
+      Tiles::template Dot<0, 0>();
+      Tiles::template Dot<0, 1>();
+      if constexpr (kTwo) {
+        Tiles::template Dot<1, 0>();
+        Tiles::template Dot<1, 1>();
+      }
+      Tiles::template LoadB<0>(x + 2 * kTileWords, 64);
+      Tiles::template Dot<0, 0>();
+      if constexpr (kTwo) Tiles::template Dot<1, 0>();
+    }
+  }
+
+  // C rows [i0, i0 + rows) x columns [j, j + valid_cols) (+)= the staged tiles, transposed:
+  // weight tile t's sum is stage tile 2t (hi and lo parts) plus stage tile 2t + 1 (mid).
+  static void AddStage(const GemmArgs& g, int64_t i0, int64_t rows, int64_t j,
+                       int64_t valid_cols, bool acc, uint32_t* stage) {
+    float* f = reinterpret_cast<float*>(stage);
+    for (int64_t t = 0; t < 2 && 16 * t < valid_cols; ++t) {
+      float* c0 = f + 2 * t * kTileWords;
+      const float* c1 = c0 + kTileWords;
+      const int64_t cnt = Lo(16, valid_cols - 16 * t);
+      auto store = [&](int64_t i, __m512 v) {
+        float* dst = Gemv::CRow(g, i0 + i) + j + 16 * t;
+        V::StoreN(dst, acc ? V::Add(v, V::LoadN(dst, cnt)) : v, cnt);
+      };
+      if (rows <= kFewRows) {
+        for (int64_t i = 0; i < rows; ++i) {
+          store(i, V::Add(_mm512_i32gather_ps(ColumnOffsets(), c0 + i, 4),
+                          _mm512_i32gather_ps(ColumnOffsets(), c1 + i, 4)));
+        }
+        continue;
+      }
+      for (int r = 0; r < 16; ++r) {
+        V::Store(c0 + 16 * r, V::Add(V::Load(c0 + 16 * r), V::Load(c1 + 16 * r)));
+      }
+      uint32_t* out = stage + (2 * t + 1) * kTileWords;
+      Transpose16(stage + 2 * t * kTileWords, out);
+      for (int64_t i = 0; i < rows; ++i) {
+        store(i, V::Load(reinterpret_cast<const float*>(out) + 16 * i));
+      }
+    }
+  }
+
+  static void Run(const GemmArgs& g, float* scratch) {
+    const int parts = g.a_bf16 ? 1 : kMaxParts;
+    uint32_t* words = reinterpret_cast<uint32_t*>(scratch);
+    uint32_t* stage = words;
+    uint32_t* pad = stage + kStageWords;
+    uint32_t* row_block = pad + kPadWords;
+    uint32_t* packed = words + kPackedOffset;
+    const StreamTuning tuning = StreamTuningForRows(CurrentStreamTuning(), g.m);
+    const int64_t chunk_rows = 16 * kChunks * (kMaxParts / parts);
+    Tiles::Configure();
+    for (int64_t k0 = 0; k0 < g.k; k0 += kDepth) {
+      const int64_t kb = Lo(kDepth, g.k - k0);
+      const int64_t steps = (kb + kStep - 1) / kStep;
+      const int64_t chunk_words = steps * parts * kTileWords;
+      const bool acc = g.accumulate || k0 > 0;
+      for (int64_t g0 = 0; g0 < g.m; g0 += chunk_rows) {
+        const int64_t group = Lo(chunk_rows, g.m - g0);
+        for (int64_t c = 0; c * 16 < group; ++c) {
+          PackChunk(g, g0 + 16 * c, Lo(16, group - 16 * c), k0, kb, parts, row_block,
+                    packed + c * chunk_words);
+        }
+        Base::EachRange(g, [&](const GemmArgs& range) {
+          for (int64_t j = range.n_begin; j < range.n_end; j += 32) {
+            const int64_t cols = Lo(32, range.n_end - j);
+            for (int64_t c = 0; c * 16 < group; ++c) {
+              const uint32_t* x = packed + c * chunk_words;
+              if (cols > 16) {
+                TileSteps<true>(range, j, cols, k0, steps, parts, x, pad, tuning, c == 0);
+                Tiles::template StoreC<1, 0>(reinterpret_cast<float*>(stage + 2 * kTileWords), 64);
+                Tiles::template StoreC<1, 1>(reinterpret_cast<float*>(stage + 3 * kTileWords), 64);
+              } else {
+                TileSteps<false>(range, j, cols, k0, steps, parts, x, pad, tuning, c == 0);
+              }
+              Tiles::template StoreC<0, 0>(reinterpret_cast<float*>(stage), 64);
+              Tiles::template StoreC<0, 1>(reinterpret_cast<float*>(stage + kTileWords), 64);
+              AddStage(g, g0 + 16 * c, Lo(16, group - 16 * c), j, cols, acc, stage);
+            }
+          }
+        });
+      }
+    }
+    Tiles::Release();
+  }
+};
+
+}  // namespace mlaserve::cpu_impl
+
+#endif  // MLASERVE_KERNELS_CPU_CPU_AMX_DOT_IMPL_H_
