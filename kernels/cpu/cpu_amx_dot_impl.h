@@ -1,28 +1,28 @@
-// The AMX build's GEMM for decode rows (GemmPath::kFixedDot, and kBySize up to GemvImpl::kMaxM
-// rows) against bf16 weights, over a tile policy (HardwareTiles or EmulatedTiles, see
-// cpu_amx_tiles.h). Include only from files compiled with the AMX flags (*_amx.cc).
+// The AMX build's GEMM for a few rows of activations against bf16 weights: calls by size
+// (GemmPath::kBySize) of kMinRows to GemvImpl::kMaxM rows, such as the GEMMs of a decode step
+// of 8-16 sequences without --deterministic. Over a tile policy (HardwareTiles or EmulatedTiles,
+// see cpu_amx_tiles.h). Include only from files compiled with the AMX flags (*_amx.cc).
 //
 // The product is computed transposed, Cᵀ = B · Aᵀ: the weights are the tiles' A operand, read
 // in place (a tile is 16 weight rows of 32 consecutive k, exactly their row-major layout, loaded
-// at the weights' row stride), and the few rows of activations are the B operand, packed once
-// per call into the pair-interleaved layout TDPBF16PS reads. So no weight is packed or widened:
-// each 1 KiB weight tile costs one tile load and one TDPBF16PS (three with f32 activations),
-// whatever the number of rows up to 16, where the dot products' FMAs grow with the rows. A decode
-// step of 16 rows then streams its weights about as fast as a step of one.
+// at the weights' row stride), and the rows of activations are the B operand, packed once per
+// call into the pair-interleaved layout TDPBF16PS reads. So no weight is packed or widened: each
+// 1 KiB weight tile costs one tile load and one TDPBF16PS (three with f32 activations) for up to
+// 16 rows, where the vector dot products' FMAs grow with the rows. On the 16-core Xeon with AMX
+// (docs/performance.md), 16 x 102400 x 2048 ran 1.34x (f32) and 2.9x (bf16) faster than the
+// AVX-512 BF16 dot products, 4 rows 0.67x (f32) and 0.98x (bf16), one row alike: hence kMinRows.
+// Decode rows under --deterministic (GemmPath::kFixedDot) keep the vector dot products, whose
+// single row (one sequence decoding) the tiles did not match end to end.
 //
-// Exactness and order: with f32 activations each element is split into three bf16 parts as in
-// the packed path (cpu_amx_gemm_impl.h), products are exact in f32 and sums are f32. Each
-// output element's sum has one order whatever the number of rows, the column range or the
-// thread: over depth blocks of kDepth in order (each block's value added to C), and within a
-// block two tile accumulators, the first taking the hi and lo parts' products step by step in k
-// order and the second the mid parts' (added together at the end of the block). So calls of any
-// m agree bit for bit on a row (batch invariance, --deterministic).
+// Exactness: with f32 activations each element is split into three exact bf16 parts
+// (SplitIntoBf16Parts), as on the packed path; products are exact in f32 and sums are f32, over
+// depth blocks of kDepth in order (each block's value added to C), within a block in two tile
+// accumulators (the hi and lo parts' products step by step in k order, and the mid parts'),
+// added at the end of the block.
 //
-// Blocking: per depth block, the activations of up to kChunks 16-row chunks are packed (one
-// 1 KiB B tile per chunk, 32-deep step and part); then each pair of 16-row weight tiles runs
-// every chunk's steps, so rows past the first 16 read the weights again from L1/L2 rather than
-// memory. Weight tiles that would read past the column range or the depth are copied into a
-// zero-padded tile first.
+// Weight tiles that would read past the column range or the depth are copied into a
+// zero-padded tile first. The weight rows one tile pair on are requested into L2 in address
+// order while a pair runs.
 #ifndef MLASERVE_KERNELS_CPU_CPU_AMX_DOT_IMPL_H_
 #define MLASERVE_KERNELS_CPU_CPU_AMX_DOT_IMPL_H_
 
@@ -56,20 +56,21 @@ struct AmxDotImpl {
   using V = Avx512Bf16;
   using Base = GemmImpl<V>;
   using Gemv = GemvImpl<V>;
+  // Rows from which a call by size takes the tiles (see above: between the 4 rows measured
+  // slower and the 16 measured faster; 8 itself was not measured).
+  static constexpr int64_t kMinRows = 8;
   static constexpr int64_t kStep = 32;     // k per tile step (16 pairs)
-  static constexpr int64_t kDepth = 2048;  // k per depth block (fixed: the sums' order)
+  static constexpr int64_t kDepth = 2048;  // k per depth block (its packed rows fit the scratch)
   static constexpr int64_t kSteps = kDepth / kStep;
   static constexpr int kMaxParts = 3;
   static constexpr int64_t kTileWords = 256;  // one 16 x 64-byte tile
   // Scratch: 4 staged C tiles, 2 padded weight tiles, kMaxParts row blocks being packed, then
-  // the packed activations.
+  // the packed activations of one depth block.
   static constexpr int64_t kStageWords = 4 * kTileWords;
   static constexpr int64_t kPadWords = 2 * kTileWords;
   static constexpr int64_t kRowBlockWords = kMaxParts * kTileWords;
   static constexpr int64_t kPackedOffset = kStageWords + kPadWords + kRowBlockWords;
-  static constexpr int64_t kChunkWords = kSteps * kMaxParts * kTileWords;  // at most, per chunk
-  static constexpr int64_t kChunks = (kGemmScratchFloats - kPackedOffset) / kChunkWords;
-  static_assert(kChunks >= 1);
+  static_assert(kPackedOffset + kSteps * kMaxParts * kTileWords <= kGemmScratchFloats);
 
   static int64_t Lo(int64_t a, int64_t b) { return a < b ? a : b; }
 
@@ -100,18 +101,8 @@ struct AmxDotImpl {
     }
   }
 
-  // Up to this many rows, PackChunk scatters each row's words into zeroed tiles and AddStage
-  // gathers each row's outputs, where more rows take one transposition per tile.
-  static constexpr int64_t kFewRows = 4;
-
-  // Word offsets 16 p of the words of a tile column.
-  static __m512i ColumnOffsets() {
-    return _mm512_setr_epi32(0, 16, 32, 48, 64, 80, 96, 112, 128, 144, 160, 176, 192, 208, 224,
-                             240);
-  }
-
-  // Row i's (< rows) 16 words of part q for the step at depth k0 + l: bf16 pairs of
-  // consecutive k (zero past kb), split into parts (or rounded, parts == 1).
+  // Row `row`'s 16 words of each part for the step at depth k0 + l: bf16 pairs of consecutive k
+  // (zero past kb), split into parts (or rounded, parts == 1).
   static void RowWords(const GemmArgs& g, int64_t row, int64_t k0, int64_t l, int64_t kb,
                        int parts, __m512i (&w)[kMaxParts]) {
     const float* src = Gemv::ARow(g, row) + k0 + l;
@@ -128,39 +119,27 @@ struct AmxDotImpl {
     }
   }
 
-  // The B tiles of rows [i0, i0 + rows) (rows <= 16) over depth [k0, k0 + kb): for step s and
-  // part q, tile word [p][i] = the bf16 pair (part q of A[i0 + i, k0 + 32s + 2p], of the next
-  // k), zero past `rows` and past kb. row_block: kRowBlockWords of scratch.
-  static void PackChunk(const GemmArgs& g, int64_t i0, int64_t rows, int64_t k0, int64_t kb,
-                        int parts, uint32_t* row_block, uint32_t* dst) {
+  // The B tiles of g's rows (m <= 16) over depth [k0, k0 + kb): for step s and part q, tile
+  // word [p][i] = the bf16 pair (part q of A[i, k0 + 32s + 2p], of the next k), zero past m and
+  // past kb. row_block: kRowBlockWords of scratch.
+  static void PackRows(const GemmArgs& g, int64_t k0, int64_t kb, int parts, uint32_t* row_block,
+                       uint32_t* dst) {
     const int64_t steps = (kb + kStep - 1) / kStep;
-    const __m512i zero = _mm512_setzero_si512();
     for (int64_t s = 0; s < steps; ++s) {
       const int64_t l = s * kStep;
-      uint32_t* tiles = dst + s * parts * kTileWords;
       __m512i w[kMaxParts];
-      if (rows <= kFewRows) {
-        for (int64_t t = 0; t < parts * 16; ++t) _mm512_storeu_si512(tiles + 16 * t, zero);
-        for (int64_t i = 0; i < rows; ++i) {
-          RowWords(g, i0 + i, k0, l, kb, parts, w);
-          for (int q = 0; q < parts; ++q) {
-            _mm512_i32scatter_epi32(tiles + q * kTileWords + i, ColumnOffsets(), w[q], 4);
-          }
-        }
-        continue;
-      }
       for (int64_t i = 0; i < 16; ++i) {
-        if (i < rows) {
-          RowWords(g, i0 + i, k0, l, kb, parts, w);
+        if (i < g.m) {
+          RowWords(g, i, k0, l, kb, parts, w);
         } else {
-          for (int q = 0; q < parts; ++q) w[q] = zero;
+          for (int q = 0; q < parts; ++q) w[q] = _mm512_setzero_si512();
         }
         for (int q = 0; q < parts; ++q) {
           _mm512_storeu_si512(row_block + q * kTileWords + 16 * i, w[q]);
         }
       }
       for (int q = 0; q < parts; ++q) {
-        Transpose16(row_block + q * kTileWords, tiles + q * kTileWords);
+        Transpose16(row_block + q * kTileWords, dst + (s * parts + q) * kTileWords);
       }
     }
   }
@@ -175,11 +154,11 @@ struct AmxDotImpl {
   }
 
   // C tiles [R][*] over `steps` steps for the weight tile pair at rows j (kTwo: both tiles) of
-  // g's column range; `prefetch`: request the rows ahead (the first chunk of rows only).
+  // g's column range.
   template <bool kTwo>
   static void TileSteps(const GemmArgs& g, int64_t j, int64_t valid_rows, int64_t k0,
                         int64_t steps, int parts, const uint32_t* packed, uint32_t* pad,
-                        const StreamTuning& tuning, bool prefetch) {
+                        bool prefetch) {
     const uint16_t* b = static_cast<const uint16_t*>(g.b);
     const int64_t stride = g.ldb * static_cast<int64_t>(sizeof(uint16_t));
     Tiles::template ZeroC<0, 0>();
@@ -189,15 +168,23 @@ struct AmxDotImpl {
       Tiles::template ZeroC<1, 1>();
     }
     const bool full_rows = valid_rows == (kTwo ? 32 : 16);
-    // The same depth of the weight rows `ahead_tiles` tile pairs on.
-    const int64_t ahead_row = j + 32 * tuning.ahead_tiles;
-    const int64_t ahead_rows =
-        prefetch && tuning.ahead_tiles > 0 ? Lo(32, g.n_end - ahead_row) : 0;
+    // The next pair's weight rows in address order (its row segments one after the other, 32
+    // lines a step, into L2), so that the hardware sees one stream as in the vector dot
+    // products' row-by-row walk: demand tile loads alone read 32 rows a line at a time each,
+    // too few lines in flight (on the Xeon, one row 0.75x the dot products with the next pairs'
+    // lines requested in the loads' order, 1.0x in address order).
+    const int64_t ahead_row = j + 32;
+    const int64_t ahead_rows = prefetch ? Lo(32, g.n_end - ahead_row) : 0;
+    int64_t ahead_r = 0, ahead_line = 0;  // the next line to request: row, 64-byte line
     for (int64_t s = 0; s < steps; ++s) {
       const int64_t k = k0 + s * kStep;
       const int64_t kk = Lo(kStep, g.k - k);
-      for (int64_t r = 0; r < ahead_rows; ++r) {
-        Gemv::PrefetchLine(b + (ahead_row + r) * g.ldb + k, tuning.non_temporal);
+      for (int t = 0; t < 32 && ahead_r < ahead_rows; ++t) {
+        __builtin_prefetch(b + (ahead_row + ahead_r) * g.ldb + k0 + ahead_line * kStep, 0, 2);
+        if (++ahead_line == steps) {
+          ahead_line = 0;
+          ++ahead_r;
+        }
       }
       if (full_rows && kk == kStep) {
         Tiles::template LoadA<0>(reinterpret_cast<const uint32_t*>(b + j * g.ldb + k), stride);
@@ -234,37 +221,30 @@ struct AmxDotImpl {
     }
   }
 
-  // C rows [i0, i0 + rows) x columns [j, j + valid_cols) (+)= the staged tiles, transposed:
-  // weight tile t's sum is stage tile 2t (hi and lo parts) plus stage tile 2t + 1 (mid).
-  static void AddStage(const GemmArgs& g, int64_t i0, int64_t rows, int64_t j,
-                       int64_t valid_cols, bool acc, uint32_t* stage) {
+  // C's rows x columns [j, j + valid_cols) (+)= the staged tiles, transposed: weight tile t's
+  // sum is stage tile 2t (hi and lo parts) plus stage tile 2t + 1 (mid).
+  static void AddStage(const GemmArgs& g, int64_t j, int64_t valid_cols, bool acc,
+                       uint32_t* stage) {
     float* f = reinterpret_cast<float*>(stage);
     for (int64_t t = 0; t < 2 && 16 * t < valid_cols; ++t) {
       float* c0 = f + 2 * t * kTileWords;
       const float* c1 = c0 + kTileWords;
-      const int64_t cnt = Lo(16, valid_cols - 16 * t);
-      auto store = [&](int64_t i, __m512 v) {
-        float* dst = Gemv::CRow(g, i0 + i) + j + 16 * t;
-        V::StoreN(dst, acc ? V::Add(v, V::LoadN(dst, cnt)) : v, cnt);
-      };
-      if (rows <= kFewRows) {
-        for (int64_t i = 0; i < rows; ++i) {
-          store(i, V::Add(_mm512_i32gather_ps(ColumnOffsets(), c0 + i, 4),
-                          _mm512_i32gather_ps(ColumnOffsets(), c1 + i, 4)));
-        }
-        continue;
-      }
       for (int r = 0; r < 16; ++r) {
         V::Store(c0 + 16 * r, V::Add(V::Load(c0 + 16 * r), V::Load(c1 + 16 * r)));
       }
       uint32_t* out = stage + (2 * t + 1) * kTileWords;
       Transpose16(stage + 2 * t * kTileWords, out);
-      for (int64_t i = 0; i < rows; ++i) {
-        store(i, V::Load(reinterpret_cast<const float*>(out) + 16 * i));
+      const int64_t cnt = Lo(16, valid_cols - 16 * t);
+      for (int64_t i = 0; i < g.m; ++i) {
+        float* dst = Gemv::CRow(g, i) + j + 16 * t;
+        const __m512 v = V::Load(reinterpret_cast<const float*>(out) + 16 * i);
+        V::StoreN(dst, acc ? V::Add(v, V::LoadN(dst, cnt)) : v, cnt);
       }
     }
   }
 
+  // C rows i < m (1 <= m <= 16), columns [n_begin, n_end) (and the repeated range).
+  // scratch: kGemmScratchFloats.
   static void Run(const GemmArgs& g, float* scratch) {
     const int parts = g.a_bf16 ? 1 : kMaxParts;
     uint32_t* words = reinterpret_cast<uint32_t*>(scratch);
@@ -272,39 +252,28 @@ struct AmxDotImpl {
     uint32_t* pad = stage + kStageWords;
     uint32_t* row_block = pad + kPadWords;
     uint32_t* packed = words + kPackedOffset;
-    const StreamTuning tuning = StreamTuningForRows(CurrentStreamTuning(), g.m);
-    const int64_t chunk_rows = 16 * kChunks * (kMaxParts / parts);
+    const bool prefetch = StreamTuningForRows(CurrentStreamTuning(), g.m).ahead_tiles > 0;
     Tiles::Configure();
     for (int64_t k0 = 0; k0 < g.k; k0 += kDepth) {
       const int64_t kb = Lo(kDepth, g.k - k0);
       const int64_t steps = (kb + kStep - 1) / kStep;
-      const int64_t chunk_words = steps * parts * kTileWords;
       const bool acc = g.accumulate || k0 > 0;
-      for (int64_t g0 = 0; g0 < g.m; g0 += chunk_rows) {
-        const int64_t group = Lo(chunk_rows, g.m - g0);
-        for (int64_t c = 0; c * 16 < group; ++c) {
-          PackChunk(g, g0 + 16 * c, Lo(16, group - 16 * c), k0, kb, parts, row_block,
-                    packed + c * chunk_words);
-        }
-        Base::EachRange(g, [&](const GemmArgs& range) {
-          for (int64_t j = range.n_begin; j < range.n_end; j += 32) {
-            const int64_t cols = Lo(32, range.n_end - j);
-            for (int64_t c = 0; c * 16 < group; ++c) {
-              const uint32_t* x = packed + c * chunk_words;
-              if (cols > 16) {
-                TileSteps<true>(range, j, cols, k0, steps, parts, x, pad, tuning, c == 0);
-                Tiles::template StoreC<1, 0>(reinterpret_cast<float*>(stage + 2 * kTileWords), 64);
-                Tiles::template StoreC<1, 1>(reinterpret_cast<float*>(stage + 3 * kTileWords), 64);
-              } else {
-                TileSteps<false>(range, j, cols, k0, steps, parts, x, pad, tuning, c == 0);
-              }
-              Tiles::template StoreC<0, 0>(reinterpret_cast<float*>(stage), 64);
-              Tiles::template StoreC<0, 1>(reinterpret_cast<float*>(stage + kTileWords), 64);
-              AddStage(g, g0 + 16 * c, Lo(16, group - 16 * c), j, cols, acc, stage);
-            }
+      PackRows(g, k0, kb, parts, row_block, packed);
+      Base::EachRange(g, [&](const GemmArgs& range) {
+        for (int64_t j = range.n_begin; j < range.n_end; j += 32) {
+          const int64_t cols = Lo(32, range.n_end - j);
+          if (cols > 16) {
+            TileSteps<true>(range, j, cols, k0, steps, parts, packed, pad, prefetch);
+            Tiles::template StoreC<1, 0>(reinterpret_cast<float*>(stage + 2 * kTileWords), 64);
+            Tiles::template StoreC<1, 1>(reinterpret_cast<float*>(stage + 3 * kTileWords), 64);
+          } else {
+            TileSteps<false>(range, j, cols, k0, steps, parts, packed, pad, prefetch);
           }
-        });
-      }
+          Tiles::template StoreC<0, 0>(reinterpret_cast<float*>(stage), 64);
+          Tiles::template StoreC<0, 1>(reinterpret_cast<float*>(stage + kTileWords), 64);
+          AddStage(g, j, cols, acc, stage);
+        }
+      });
     }
     Tiles::Release();
   }

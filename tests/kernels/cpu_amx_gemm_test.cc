@@ -1,10 +1,10 @@
-// The AMX GEMMs (kernels/cpu/cpu_amx_gemm_impl.h, and cpu_amx_dot_impl.h for decode rows)
-// against products summed in double
-// precision here: on the software tile model (AmxEmulatedKernels, wherever the avx512_bf16
-// build runs) and on the tile instructions (AmxBf16Kernels, only where the processor has AMX
-// and Linux grants it). Shapes cover row, pair and column tails of every tile, several depth
-// and row blocks, gathered rows, accumulation and column sub-ranges; the f32-activation test
-// proves the three-part split carries every bit of A.
+// The AMX GEMMs (kernels/cpu/cpu_amx_gemm_impl.h, and cpu_amx_dot_impl.h for calls of a few
+// rows) against products summed in double precision here: on the software tile model
+// (AmxEmulatedKernels, wherever the avx512_bf16 build runs) and on the tile instructions
+// (AmxBf16Kernels, only where the processor has AMX and Linux grants it). Shapes cover row,
+// pair and column tails of every tile, several depth and row blocks, gathered rows,
+// accumulation and column sub-ranges; the f32-activation test proves the three-part split
+// carries every bit of A.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -93,8 +93,8 @@ GemmArgs ArgsFor(const Problem& p, float* c, int64_t ldc) {
 }
 
 // Every (m, n, k) of the lists (skipping m > 100 with k > 600, which keeps the software tiles
-// fast) on `path`, both activation dtypes, against sums in double, and no write outside C.
-void ExpectExactSums(AmxGemmTest& t, GemmPath path, std::initializer_list<int64_t> ms,
+// fast), both activation dtypes, against sums in double, and no write outside C.
+void ExpectExactSums(AmxGemmTest& t, std::initializer_list<int64_t> ms,
                      std::initializer_list<int64_t> ns, std::initializer_list<int64_t> ks) {
   std::mt19937 rng(7);
   for (bool a_bf16 : {false, true}) {
@@ -108,7 +108,6 @@ void ExpectExactSums(AmxGemmTest& t, GemmPath path, std::initializer_list<int64_
           std::vector<float> c((m + 1) * ldc, -7.0f);
           GemmArgs g = ArgsFor(p, c.data(), ldc);
           g.a_bf16 = a_bf16;
-          g.path = path;
           t.Gemm(g);
           for (int64_t i = 0; i <= m; ++i) {
             for (int64_t j = 0; j < ldc; ++j) {
@@ -130,18 +129,15 @@ void ExpectExactSums(AmxGemmTest& t, GemmPath path, std::initializer_list<int64_
 }
 
 TEST_P(AmxGemmTest, MatchesExactSumsOverTileTails) {
-  ExpectExactSums(*this, GemmPath::kBySize, {17, 32, 33, 47, 300}, {1, 16, 45, 70},
+  ExpectExactSums(*this, {17, 32, 33, 47, 300}, {1, 16, 45, 70},
                   {1, 2, 31, 33, 64, 513, 1100});
 }
 
-// Decode rows (the weights as the tiles' A operand, cpu_amx_dot_impl.h): 1 to 16 rows by size,
-// and any number on the fixed path, across row chunks of 16, groups of chunks (more than 80
-// rows with f32 activations) and depth blocks of 2048.
-TEST_P(AmxGemmTest, DecodeRowsMatchExactSums) {
-  ExpectExactSums(*this, GemmPath::kBySize, {1, 2, 7, 16}, {1, 16, 45, 70},
+// Calls by size of up to 16 rows: from 8 rows the weights as the tiles' A operand
+// (cpu_amx_dot_impl.h), across tile pairs and depth blocks of 2048; fewer on vector dot products.
+TEST_P(AmxGemmTest, FewRowsMatchExactSums) {
+  ExpectExactSums(*this, {1, 7, 8, 9, 16}, {1, 16, 45, 70},
                   {1, 31, 33, 64, 2049, 4200});
-  ExpectExactSums(*this, GemmPath::kFixedDot, {1, 17, 40, 130}, {3, 64},
-                  {2, 100, 2048, 2100});
 }
 
 // With f32 activations every bit of A must reach the products. Each a = ±(1 ± 2⁻⁹ ± 2⁻¹⁷) has
@@ -155,24 +151,26 @@ TEST_P(AmxGemmTest, F32ActivationsKeepEveryBit) {
   Problem p{24, 20, 40, std::vector<float>(24 * 40), std::vector<uint16_t>(20 * 40)};
   for (float& x : p.a) x = sign() * (1.0f + sign() * 0x1p-9f + sign() * 0x1p-17f);
   for (uint16_t& x : p.b) x = F32ToBf16(sign() * static_cast<float>(1 + coin(rng)));
-  for (GemmPath path : {GemmPath::kPacked, GemmPath::kFixedDot}) {
+  // All 24 rows packed; the first 12 by size, on the few-row tiles.
+  for (int64_t m : {24, 12}) {
     std::vector<float> c(p.m * p.n);
     GemmArgs g = ArgsFor(p, c.data(), p.n);
-    g.path = path;
+    g.m = m;
     Gemm(g);
-    for (int64_t i = 0; i < p.m; ++i) {
+    for (int64_t i = 0; i < m; ++i) {
       for (int64_t j = 0; j < p.n; ++j) {
         ASSERT_EQ(c[i * p.n + j], Dot(p, i, j, false).sum)
-            << "path " << static_cast<int>(path) << " at " << i << "," << j;
+            << "m=" << m << " at " << i << "," << j;
       }
     }
   }
 }
 
-// Gathered rows of A and C, accumulation into C, and a column range that starts mid-panel.
-void ExpectGatheredRowsAccumulate(AmxGemmTest& t, GemmPath path) {
+// Gathered rows of A and C, accumulation into C, and a column range that starts mid-panel, in a
+// call of m rows by size.
+void ExpectGatheredRowsAccumulate(AmxGemmTest& t, int64_t m) {
   std::mt19937 rng(9);
-  const Problem p = MakeProblem(rng, 40, 80, 200);
+  const Problem p = MakeProblem(rng, m, 80, 200);
   std::vector<int32_t> a_rows(p.m), c_rows(p.m);
   for (int64_t i = 0; i < p.m; ++i) {
     a_rows[i] = static_cast<int32_t>((i * 7) % p.m);
@@ -188,7 +186,6 @@ void ExpectGatheredRowsAccumulate(AmxGemmTest& t, GemmPath path) {
   g.accumulate = true;
   g.n_begin = 5;
   g.n_end = 71;
-  g.path = path;
   t.Gemm(g);
   for (int64_t i = 0; i < p.m; ++i) {
     for (int64_t j = 0; j < p.n; ++j) {
@@ -206,9 +203,9 @@ void ExpectGatheredRowsAccumulate(AmxGemmTest& t, GemmPath path) {
 }
 
 TEST_P(AmxGemmTest, GatheredRowsAccumulateIntoColumnRange) {
-  for (GemmPath path : {GemmPath::kPacked, GemmPath::kFixedDot}) {
-    SCOPED_TRACE(static_cast<int>(path));
-    ExpectGatheredRowsAccumulate(*this, path);
+  for (int64_t m : {40, 12}) {  // packed; few-row tiles
+    SCOPED_TRACE(m);
+    ExpectGatheredRowsAccumulate(*this, m);
   }
 }
 
@@ -229,34 +226,6 @@ TEST_P(AmxGemmTest, PackedRowsDoNotDependOnTheirNeighbours) {
     Gemm(single);
     for (int64_t j = 0; j < p.n; ++j) {
       ASSERT_EQ(one[j], all[i * p.n + j]) << "row " << i << " column " << j;
-    }
-  }
-}
-
-// GemmPath::kFixedDot likewise, on the decode rows' tiles: a row of a 40-row call (three chunks
-// of 16) equals the row alone, and a column range that starts at a tile pair equals the
-// whole call's columns there, in both activation dtypes and across depth blocks.
-TEST_P(AmxGemmTest, FixedDotRowsDoNotDependOnTheirNeighboursOrColumns) {
-  std::mt19937 rng(11);
-  const Problem p = MakeProblem(rng, 40, 100, 2100);
-  for (bool a_bf16 : {false, true}) {
-    std::vector<float> all(p.m * p.n);
-    GemmArgs g = ArgsFor(p, all.data(), p.n);
-    g.path = GemmPath::kFixedDot;
-    g.a_bf16 = a_bf16;
-    Gemm(g);
-    for (int64_t i : {0, 17, 39}) {
-      std::vector<float> one(p.n);
-      GemmArgs single = g;
-      single.a = p.a.data() + i * p.k;
-      single.c = one.data();
-      single.m = 1;
-      single.n_begin = 32;
-      Gemm(single);
-      for (int64_t j = 32; j < p.n; ++j) {
-        ASSERT_EQ(one[j], all[i * p.n + j])
-            << "a_bf16=" << a_bf16 << " row " << i << " column " << j;
-      }
     }
   }
 }

@@ -37,7 +37,8 @@
 #      THREADS (2), PP (512 prompt tokens), TG (64 generated tokens), DTYPES (mlaserve --dtype
 #      values run in turn each round, "float32" by default; "float32 bfloat16" runs both),
 #      STREAMS (0: no batched comparison), STREAM_PROMPT (64), STREAM_TG (64), STREAM_DTYPES
-#      (the --dtype values the batched comparison serves in turn, "float32" by default)
+#      (the --dtype values the batched comparison serves in turn, "float32" by default),
+#      WARMUP (1: an untimed run of each engine before the rounds; 0: none)
 set -euo pipefail
 bench=$1 model=$2 rounds=${3:-3}
 threads=${THREADS:-2} pp=${PP:-512} tg=${TG:-64} dtypes=${DTYPES:-float32}
@@ -74,6 +75,15 @@ if [ -n "${LLAMACPP_CPU_VARIANT:-}" ]; then
   peer=$variant_dir/$(basename "$peer")
 fi
 "$membw_bin" | tee -a "$log"
+
+# One untimed run of each engine first (WARMUP=0: none): the first process to touch memory new
+# to a virtual machine can run at half speed while the hypervisor backs it (docs/performance.md,
+# "Memory new to the virtual machine"), and mlaserve copies its weights into fresh memory where
+# llama.cpp maps a file the page cache already holds.
+if [ "${WARMUP:-1}" != 0 ]; then
+  "$bin/mlaserve" generate --model="$model" --backend=cpu --threads="$threads"       --dtype="${dtypes%% *}" --prompt_ids="$ids" --max_tokens=8 --ignore_eos --output=json       --max_num_batched_tokens="$pp" --kv_cache_tokens=$((pp + 72)) >/dev/null 2>&1
+  "$peer" --model="$model/model-bf16.gguf" --threads="$threads" --pp=64 --tg=4 --reps=1       >/dev/null 2>&1
+fi
 
 for round in $(seq "$rounds"); do
   for dtype in $dtypes; do

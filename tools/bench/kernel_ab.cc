@@ -8,9 +8,9 @@
 //
 // Cases: the prompt GEMMs of a 512-token prefill at DeepSeek-V2-Lite's shapes (bf16 weights,
 // m x n x k), one expert's gate ‖ up and down projections of 48 rows, the two largest GEMMs of
-// a decode step of one row and of 16 (the lm_head and the dense layer's gate ‖ up), and the
-// routed experts of 1, 16 and 512 tokens (uniform routing, as mlaserve-kernel-bench's
-// BM_MoeExperts).
+// a decode step of one row and of 16 (the lm_head, also of 4 rows, and the dense layer's gate ‖
+// up), and the routed experts of 1, 16 and 512 tokens (uniform routing, as
+// mlaserve-kernel-bench's BM_MoeExperts).
 //
 //   mlaserve-kernel-ab --builds=amx_bf16,avx512_bf16 [--threads=0] [--dtype=float32]
 //       [--seconds=30] [--cases=512x2048x2048,experts512]
@@ -76,6 +76,7 @@ class Cases {
                            {48, kHidden, kExpertInter},
                            {1, 102400, kHidden},
                            {1, 21888, kHidden},
+                           {4, 102400, kHidden},
                            {16, 102400, kHidden},
                            {16, 21888, kHidden}}) {
       AddGemm(m, n, k);
