@@ -10,7 +10,7 @@
 // 1 KiB weight tile costs one tile load and one TDPBF16PS (three with f32 activations) for up to
 // 16 rows, where the vector dot products' FMAs grow with the rows. On the 16-core Xeon with AMX
 // (docs/performance.md), 16 x 102400 x 2048 ran 1.34x (f32) and 2.9x (bf16) faster than the
-// AVX-512 BF16 dot products, 4 rows 0.67x (f32) and 0.98x (bf16), one row alike: hence kMinRows.
+// AVX-512 BF16 dot products, 4 rows 0.69x (f32) and 0.98x (bf16), one row alike: hence kMinRows.
 // Decode rows under --deterministic (GemmPath::kFixedDot) keep the vector dot products, whose
 // single row (one sequence decoding) the tiles did not match end to end.
 //
@@ -34,7 +34,6 @@
 #include "kernels/cpu/cpu_gemm_impl.h"
 #include "kernels/cpu/cpu_gemv_impl.h"
 #include "kernels/cpu/cpu_kernels.h"
-#include "kernels/cpu/cpu_stream_tuning.h"
 
 namespace mlaserve::cpu_impl {
 
@@ -157,8 +156,7 @@ struct AmxDotImpl {
   // g's column range.
   template <bool kTwo>
   static void TileSteps(const GemmArgs& g, int64_t j, int64_t valid_rows, int64_t k0,
-                        int64_t steps, int parts, const uint32_t* packed, uint32_t* pad,
-                        bool prefetch) {
+                        int64_t steps, int parts, const uint32_t* packed, uint32_t* pad) {
     const uint16_t* b = static_cast<const uint16_t*>(g.b);
     const int64_t stride = g.ldb * static_cast<int64_t>(sizeof(uint16_t));
     Tiles::template ZeroC<0, 0>();
@@ -174,7 +172,7 @@ struct AmxDotImpl {
     // too few lines in flight (on the Xeon, one row 0.75x the dot products with the next pairs'
     // lines requested in the loads' order, 1.0x in address order).
     const int64_t ahead_row = j + 32;
-    const int64_t ahead_rows = prefetch ? Lo(32, g.n_end - ahead_row) : 0;
+    const int64_t ahead_rows = Lo(32, g.n_end - ahead_row);
     int64_t ahead_r = 0, ahead_line = 0;  // the next line to request: row, 64-byte line
     for (int64_t s = 0; s < steps; ++s) {
       const int64_t k = k0 + s * kStep;
@@ -252,7 +250,6 @@ struct AmxDotImpl {
     uint32_t* pad = stage + kStageWords;
     uint32_t* row_block = pad + kPadWords;
     uint32_t* packed = words + kPackedOffset;
-    const bool prefetch = StreamTuningForRows(CurrentStreamTuning(), g.m).ahead_tiles > 0;
     Tiles::Configure();
     for (int64_t k0 = 0; k0 < g.k; k0 += kDepth) {
       const int64_t kb = Lo(kDepth, g.k - k0);
@@ -263,11 +260,11 @@ struct AmxDotImpl {
         for (int64_t j = range.n_begin; j < range.n_end; j += 32) {
           const int64_t cols = Lo(32, range.n_end - j);
           if (cols > 16) {
-            TileSteps<true>(range, j, cols, k0, steps, parts, packed, pad, prefetch);
+            TileSteps<true>(range, j, cols, k0, steps, parts, packed, pad);
             Tiles::template StoreC<1, 0>(reinterpret_cast<float*>(stage + 2 * kTileWords), 64);
             Tiles::template StoreC<1, 1>(reinterpret_cast<float*>(stage + 3 * kTileWords), 64);
           } else {
-            TileSteps<false>(range, j, cols, k0, steps, parts, packed, pad, prefetch);
+            TileSteps<false>(range, j, cols, k0, steps, parts, packed, pad);
           }
           Tiles::template StoreC<0, 0>(reinterpret_cast<float*>(stage), 64);
           Tiles::template StoreC<0, 1>(reinterpret_cast<float*>(stage + kTileWords), 64);
