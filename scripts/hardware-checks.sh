@@ -11,6 +11,10 @@
 #                     while at least 240 s are left
 #   kernel_ab.log     where the CPU has AMX: mlaserve-kernel-ab, the amx_bf16 build against
 #                     avx512_bf16 on every CPU, f32 and bf16 activations, 40 s each
+#   decode_ab.log     where the CPU has AMX: replayed decode steps of 1 and 16 rows
+#                     (mlaserve-graph-bench, every CPU) on the amx_bf16 build against
+#                     avx512_bf16 (MLASERVE_CPU_ISA), --deterministic off (calls of 8-16 rows
+#                     on tiles) and on, alternating, two rounds
 #   cpu_compare.log   tools/bench/compare_llamacpp.sh on every CPU, two rounds, 16 streams
 #                     (needs the archive's llama/ and bench/)
 #   cpu_profile.log   where the CPU time goes on every CPU (MLASERVE_PROFILE=1): a 512-token
@@ -21,8 +25,9 @@
 #   cpu_compare_2t.log  the comparison on two threads, one round
 # plus env.log (the GPU, the CPU, where cuBLAS was found). lite-slice-4 is written under
 # MODEL (default /tmp/lite-slice-4) by the archive's make_model.py unless it is there already.
-# SKIP: names of steps to leave out, among cuda_perf, sanitizer, kernel_ab, cpu_compare,
-# cpu_profile, cuda_serve and cpu_compare_2t (the GPU tests and the goldens always run).
+# SKIP: names of steps to leave out, among cuda_perf, sanitizer, kernel_ab, decode_ab,
+# cpu_compare, cpu_profile, cuda_serve and cpu_compare_2t (the GPU tests and the goldens always
+# run).
 # Run from the root of a checkout of the commit the archive was built from.
 # usage: [SKIP="STEP ..."] scripts/hardware-checks.sh ARCHIVE OUT_DIR [SECONDS]
 set -u
@@ -119,6 +124,20 @@ if grep -qw amx_bf16 /proc/cpuinfo && wanted kernel_ab && [ "$(left)" -gt 180 ];
     timeout 60 "$bin/mlaserve-kernel-ab" --builds=amx_bf16,avx512_bf16 --dtype=$dtype --seconds=40
     echo "kernel_ab dtype=$dtype rc=$? at $((SECONDS - start)) s"
   done > "$out/kernel_ab.log" 2>&1
+fi
+
+if grep -qw amx_bf16 /proc/cpuinfo && wanted decode_ab && [ "$(left)" -gt 150 ]; then
+  for round in 1 2; do
+    for det in false true; do
+      for isa in amx_bf16 avx512_bf16; do
+        echo "== isa=$isa deterministic=$det round=$round"
+        MLASERVE_CPU_ISA=$isa timeout 40 "$bin/mlaserve-graph-bench" --model="$model" \
+            --batches=1,16 --rounds=1 --steps=6 --threads="$(nproc)" --deterministic=$det 2>&1 \
+          | tail -3
+      done
+    done
+  done > "$out/decode_ab.log" 2>&1
+  echo "decode_ab at $((SECONDS - start)) s" >> "$out/decode_ab.log"
 fi
 
 cpu_compare() {  # THREADS ROUNDS STREAMS
