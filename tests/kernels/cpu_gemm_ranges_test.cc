@@ -2,8 +2,9 @@
 // slices), on every kernel build this processor runs and the AMX build over software tiles:
 // against sums in double precision, bit for bit against two calls over the ranges one at a
 // time, and without a write outside the two ranges. Every path a call can take: dot products
-// (few rows, and the fixed-depth decode rows), the packed micro-kernels and the AMX tiles, with
-// f32 and bf16 weights, f32 and bf16 activations, gathered rows and accumulation.
+// (few rows, and the fixed-depth decode rows), the packed micro-kernels and the AMX tiles (packed
+// rows, and 8-16 rows by size), with f32 and bf16 weights, f32 and bf16 activations, gathered
+// rows and accumulation.
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
@@ -70,6 +71,8 @@ TEST_P(GemmRangesTest, RepeatedRangeIsTwoCallsInOne) {
       {GemmPath::kBySize, 40, true, false, true, false},
       {GemmPath::kBySize, 40, true, true, false, true},
       {GemmPath::kBySize, 40, false, false, false, false},
+      {GemmPath::kBySize, 12, true, false, true, true},   // AMX: the few-row tiles
+      {GemmPath::kBySize, 12, true, true, false, false},
       {GemmPath::kFixedDot, 5, true, false, false, false},
       {GemmPath::kFixedDot, 5, true, true, true, false},
       {GemmPath::kPacked, 2, true, false, false, true},
