@@ -50,6 +50,26 @@ inline void SplitIntoBf16Parts(__m512 x, __m512 (&part)[3]) {
   part[2] = _mm512_sub_ps(r, part[1]);
 }
 
+// The 32 elements of A at src (n of them; zero past n, and all zero for a null src) as 16
+// words of bf16 pairs of consecutive k, one vector per part: the three parts of
+// SplitIntoBf16Parts, or (parts == 1) each element rounded to bf16.
+inline void Bf16PairWords(const float* src, int64_t n, int parts, __m512i (&w)[3]) {
+  using V = Avx512Bf16;
+  __m512 x0 = _mm512_setzero_ps(), x1 = _mm512_setzero_ps();
+  if (src != nullptr) {
+    x0 = V::LoadN(src, n);
+    x1 = V::LoadN(src + 16, n - 16);
+  }
+  if (parts == 1) {
+    w[0] = reinterpret_cast<__m512i>(_mm512_cvtne2ps_pbh(x1, x0));
+    return;
+  }
+  __m512 s0[3], s1[3];
+  SplitIntoBf16Parts(x0, s0);
+  SplitIntoBf16Parts(x1, s1);
+  for (int q = 0; q < 3; ++q) w[q] = reinterpret_cast<__m512i>(_mm512_cvtne2ps_pbh(s1[q], s0[q]));
+}
+
 template <class Tiles>
 struct AmxDotImpl {
   using V = Avx512Bf16;
@@ -73,51 +93,6 @@ struct AmxDotImpl {
 
   static int64_t Lo(int64_t a, int64_t b) { return a < b ? a : b; }
 
-  // dst[j * 16 + i] = src[i * 16 + j] for a 16 x 16 block of 32-bit words.
-  static void Transpose16(const uint32_t* src, uint32_t* dst) {
-    __m512i r[16], a[16], b[16];
-    for (int i = 0; i < 16; ++i) r[i] = _mm512_loadu_si512(src + 16 * i);
-    for (int j = 0; j < 8; ++j) {
-      a[2 * j] = _mm512_unpacklo_epi32(r[2 * j], r[2 * j + 1]);
-      a[2 * j + 1] = _mm512_unpackhi_epi32(r[2 * j], r[2 * j + 1]);
-    }
-    // b[4j + t], 128-bit lane L: rows 4j..4j+3 of column 4L + t.
-    for (int j = 0; j < 4; ++j) {
-      b[4 * j] = _mm512_unpacklo_epi64(a[4 * j], a[4 * j + 2]);
-      b[4 * j + 1] = _mm512_unpackhi_epi64(a[4 * j], a[4 * j + 2]);
-      b[4 * j + 2] = _mm512_unpacklo_epi64(a[4 * j + 1], a[4 * j + 3]);
-      b[4 * j + 3] = _mm512_unpackhi_epi64(a[4 * j + 1], a[4 * j + 3]);
-    }
-    for (int t = 0; t < 4; ++t) {
-      const __m512i c0 = _mm512_shuffle_i32x4(b[t], b[4 + t], 0x44);
-      const __m512i c1 = _mm512_shuffle_i32x4(b[t], b[4 + t], 0xee);
-      const __m512i c2 = _mm512_shuffle_i32x4(b[8 + t], b[12 + t], 0x44);
-      const __m512i c3 = _mm512_shuffle_i32x4(b[8 + t], b[12 + t], 0xee);
-      _mm512_storeu_si512(dst + 16 * t, _mm512_shuffle_i32x4(c0, c2, 0x88));
-      _mm512_storeu_si512(dst + 16 * (4 + t), _mm512_shuffle_i32x4(c0, c2, 0xdd));
-      _mm512_storeu_si512(dst + 16 * (8 + t), _mm512_shuffle_i32x4(c1, c3, 0x88));
-      _mm512_storeu_si512(dst + 16 * (12 + t), _mm512_shuffle_i32x4(c1, c3, 0xdd));
-    }
-  }
-
-  // Row `row`'s 16 words of each part for the step at depth k0 + l: bf16 pairs of consecutive k
-  // (zero past kb), split into parts (or rounded, parts == 1).
-  static void RowWords(const GemmArgs& g, int64_t row, int64_t k0, int64_t l, int64_t kb,
-                       int parts, __m512i (&w)[kMaxParts]) {
-    const float* src = Gemv::ARow(g, row) + k0 + l;
-    const __m512 x0 = V::LoadN(src, kb - l), x1 = V::LoadN(src + 16, kb - l - 16);
-    if (parts == 1) {
-      w[0] = reinterpret_cast<__m512i>(_mm512_cvtne2ps_pbh(x1, x0));
-      return;
-    }
-    __m512 s0[kMaxParts], s1[kMaxParts];
-    SplitIntoBf16Parts(x0, s0);
-    SplitIntoBf16Parts(x1, s1);
-    for (int q = 0; q < kMaxParts; ++q) {
-      w[q] = reinterpret_cast<__m512i>(_mm512_cvtne2ps_pbh(s1[q], s0[q]));
-    }
-  }
-
   // The B tiles of g's rows (m <= 16) over depth [k0, k0 + kb): for step s and part q, tile
   // word [p][i] = the bf16 pair (part q of A[i, k0 + 32s + 2p], of the next k), zero past m and
   // past kb. row_block: kRowBlockWords of scratch.
@@ -126,19 +101,16 @@ struct AmxDotImpl {
     const int64_t steps = (kb + kStep - 1) / kStep;
     for (int64_t s = 0; s < steps; ++s) {
       const int64_t l = s * kStep;
-      __m512i w[kMaxParts];
       for (int64_t i = 0; i < 16; ++i) {
-        if (i < g.m) {
-          RowWords(g, i, k0, l, kb, parts, w);
-        } else {
-          for (int q = 0; q < parts; ++q) w[q] = _mm512_setzero_si512();
-        }
+        __m512i w[kMaxParts];
+        Bf16PairWords(i < g.m ? Gemv::ARow(g, i) + k0 + l : nullptr, kb - l, parts, w);
         for (int q = 0; q < parts; ++q) {
           _mm512_storeu_si512(row_block + q * kTileWords + 16 * i, w[q]);
         }
       }
+      // Row i's word p to tile word [p][i].
       for (int q = 0; q < parts; ++q) {
-        Transpose16(row_block + q * kTileWords, dst + (s * parts + q) * kTileWords);
+        V::Transpose32(row_block + q * kTileWords, 64, dst + (s * parts + q) * kTileWords, 16);
       }
     }
   }
@@ -231,7 +203,7 @@ struct AmxDotImpl {
         V::Store(c0 + 16 * r, V::Add(V::Load(c0 + 16 * r), V::Load(c1 + 16 * r)));
       }
       uint32_t* out = stage + (2 * t + 1) * kTileWords;
-      Transpose16(stage + 2 * t * kTileWords, out);
+      V::Transpose32(c0, 64, out, 16);
       const int64_t cnt = Lo(16, valid_cols - 16 * t);
       for (int64_t i = 0; i < g.m; ++i) {
         float* dst = Gemv::CRow(g, i) + j + 16 * t;

@@ -62,22 +62,10 @@ struct AmxGemmImpl {
       const float* src = i < mc ? Gemv::ARow(g, i0 + i) + pc : nullptr;
       for (int64_t p = 0; p < pairs_padded; p += 16) {
         const int64_t l = 2 * p;  // 32 elements of k from here
-        __m512 x0 = _mm512_setzero_ps(), x1 = _mm512_setzero_ps();
-        if (src != nullptr) {
-          x0 = V::LoadN(src + l, kc - l);
-          x1 = V::LoadN(src + l + 16, kc - l - 16);
-        }
-        uint32_t* dst = planes + i * kAPitch + p;
-        if (parts == 1) {
-          _mm512_storeu_si512(dst, reinterpret_cast<__m512i>(_mm512_cvtne2ps_pbh(x1, x0)));
-          continue;
-        }
-        __m512 s0[kMaxParts], s1[kMaxParts];
-        SplitIntoBf16Parts(x0, s0);
-        SplitIntoBf16Parts(x1, s1);
-        for (int q = 0; q < kMaxParts; ++q) {
-          _mm512_storeu_si512(dst + q * kPlaneWords,
-                              reinterpret_cast<__m512i>(_mm512_cvtne2ps_pbh(s1[q], s0[q])));
+        __m512i w[kMaxParts];
+        Bf16PairWords(src != nullptr ? src + l : nullptr, kc - l, parts, w);
+        for (int q = 0; q < parts; ++q) {
+          _mm512_storeu_si512(planes + q * kPlaneWords + i * kAPitch + p, w[q]);
         }
       }
     }

@@ -1,5 +1,6 @@
 // --dtype, --backend and --threads reach the backend BackendFromFlags creates, --kv_cache_dtype
-// the model options; bad values are errors that name the flag; --threads=0 follows the CPU limit of the cgroup the process runs in.
+// the model options; bad values are errors that name the flag; --threads=0 follows the CPU
+// limit of the cgroup the process runs in.
 #include "server/cli/engine_flags.h"
 
 #include <sched.h>
