@@ -1,7 +1,9 @@
-// The AMX build's GEMM for a few rows of activations against bf16 weights: calls by size
+// The AMX build's GEMM for decode rows against bf16 weights on tiles: calls by size
 // (GemmPath::kBySize) of kMinRows to GemvImpl::kMaxM rows, such as the GEMMs of a decode step
-// of 8-16 sequences without --deterministic. Over a tile policy (HardwareTiles or EmulatedTiles,
-// see cpu_amx_tiles.h). Include only from files compiled with the AMX flags (*_amx.cc).
+// of 8-16 sequences without --deterministic, and calls of any m on GemmPath::kFixedTiles (the
+// decode rows of large weights under --deterministic, CpuContext::DecodeRowsPath). Over a tile
+// policy (HardwareTiles or EmulatedTiles, see cpu_amx_tiles.h). Include only from files
+// compiled with the AMX flags (*_amx.cc).
 //
 // The product is computed transposed, Cᵀ = B · Aᵀ: the weights are the tiles' A operand, read
 // in place (a tile is 16 weight rows of 32 consecutive k, exactly their row-major layout, loaded
@@ -10,19 +12,22 @@
 // 1 KiB weight tile costs one tile load and one TDPBF16PS (three with f32 activations) for up to
 // 16 rows, where the vector dot products' FMAs grow with the rows. On the 16-core Xeon with AMX
 // (docs/performance.md), 16 x 102400 x 2048 ran 1.34x (f32) and 2.9x (bf16) faster than the
-// AVX-512 BF16 dot products, 4 rows 0.69x (f32) and 0.98x (bf16), one row alike: hence kMinRows.
-// Decode rows under --deterministic (GemmPath::kFixedDot) keep the vector dot products, whose
-// single row (one sequence decoding) the tiles did not match end to end.
+// AVX-512 BF16 dot products, 4 rows 0.69x (f32) and 0.98x (bf16), one row alike: hence kMinRows
+// for calls by size. More than 16 rows run in chunks of 16, as many chunks as the scratch holds
+// packed at once (5 with f32 activations, 17 with bf16), each weight tile pair read for all of
+// them in turn (from L2 after the first).
 //
 // Exactness: with f32 activations each element is split into three exact bf16 parts
 // (SplitIntoBf16Parts), as on the packed path; products are exact in f32 and sums are f32, over
 // depth blocks of kDepth in order (each block's value added to C), within a block in two tile
 // accumulators (the hi and lo parts' products step by step in k order, and the mid parts'),
-// added at the end of the block.
+// added at the end of the block. None of this depends on m, the chunk or the column range, so
+// a row's result does not depend on the rows computed with it (the batch invariance
+// kFixedTiles needs).
 //
 // Weight tiles that would read past the column range or the depth are copied into a
 // zero-padded tile first. The weight rows one tile pair on are requested into L2 in address
-// order while a pair runs.
+// order while a pair runs (for its first chunk of rows).
 #ifndef MLASERVE_KERNELS_CPU_CPU_AMX_DOT_IMPL_H_
 #define MLASERVE_KERNELS_CPU_CPU_AMX_DOT_IMPL_H_
 
@@ -89,7 +94,11 @@ struct AmxDotImpl {
   static constexpr int64_t kPadWords = 2 * kTileWords;
   static constexpr int64_t kRowBlockWords = kMaxParts * kTileWords;
   static constexpr int64_t kPackedOffset = kStageWords + kPadWords + kRowBlockWords;
-  static_assert(kPackedOffset + kSteps * kMaxParts * kTileWords <= kGemmScratchFloats);
+  static constexpr int64_t kPackedWords = kGemmScratchFloats - kPackedOffset;
+  static_assert(kSteps * kMaxParts * kTileWords <= kPackedWords);
+
+  // Packed words of one 16-row chunk over a depth block.
+  static constexpr int64_t ChunkWords(int parts) { return kSteps * parts * kTileWords; }
 
   static int64_t Lo(int64_t a, int64_t b) { return a < b ? a : b; }
 
@@ -125,10 +134,11 @@ struct AmxDotImpl {
   }
 
   // C tiles [R][*] over `steps` steps for the weight tile pair at rows j (kTwo: both tiles) of
-  // g's column range.
+  // g's column range; ahead: request the next pair's rows.
   template <bool kTwo>
   static void TileSteps(const GemmArgs& g, int64_t j, int64_t valid_rows, int64_t k0,
-                        int64_t steps, int parts, const uint32_t* packed, uint32_t* pad) {
+                        int64_t steps, int parts, const uint32_t* packed, uint32_t* pad,
+                        bool ahead) {
     const uint16_t* b = static_cast<const uint16_t*>(g.b);
     const int64_t stride = g.ldb * static_cast<int64_t>(sizeof(uint16_t));
     Tiles::template ZeroC<0, 0>();
@@ -144,7 +154,7 @@ struct AmxDotImpl {
     // too few lines in flight (on the Xeon, one row 0.75x the dot products with the next pairs'
     // lines requested in the loads' order, 1.0x in address order).
     const int64_t ahead_row = j + 32;
-    const int64_t ahead_rows = Lo(32, g.n_end - ahead_row);
+    const int64_t ahead_rows = ahead ? Lo(32, g.n_end - ahead_row) : 0;
     int64_t ahead_r = 0, ahead_line = 0;  // the next line to request: row, 64-byte line
     for (int64_t s = 0; s < steps; ++s) {
       const int64_t k = k0 + s * kStep;
@@ -213,38 +223,53 @@ struct AmxDotImpl {
     }
   }
 
-  // C rows i < m (1 <= m <= 16), columns [n_begin, n_end) (and the repeated range).
+  // C rows i < m (any m >= 1), columns [n_begin, n_end) (and the repeated range).
   // scratch: kGemmScratchFloats.
   static void Run(const GemmArgs& g, float* scratch) {
     const int parts = g.a_bf16 ? 1 : kMaxParts;
+    const int64_t group = kPackedWords / ChunkWords(parts) * 16;
+    Tiles::Configure();
+    for (int64_t i0 = 0; i0 < g.m; i0 += group) {
+      RunGroup(Gemv::Rows(g, i0, Lo(group, g.m - i0)), parts, scratch);
+    }
+    Tiles::Release();
+  }
+
+  // Run for rows whose chunks' packed words fit the scratch together.
+  static void RunGroup(const GemmArgs& g, int parts, float* scratch) {
     uint32_t* words = reinterpret_cast<uint32_t*>(scratch);
     uint32_t* stage = words;
     uint32_t* pad = stage + kStageWords;
     uint32_t* row_block = pad + kPadWords;
     uint32_t* packed = words + kPackedOffset;
-    Tiles::Configure();
+    const int64_t chunks = (g.m + 15) / 16;
+    auto chunk_rows = [&](int64_t c) { return Gemv::Rows(g, 16 * c, Lo(16, g.m - 16 * c)); };
     for (int64_t k0 = 0; k0 < g.k; k0 += kDepth) {
       const int64_t kb = Lo(kDepth, g.k - k0);
       const int64_t steps = (kb + kStep - 1) / kStep;
       const bool acc = g.accumulate || k0 > 0;
-      PackRows(g, k0, kb, parts, row_block, packed);
+      for (int64_t c = 0; c < chunks; ++c) {
+        PackRows(chunk_rows(c), k0, kb, parts, row_block, packed + c * ChunkWords(parts));
+      }
       Base::EachRange(g, [&](const GemmArgs& range) {
         for (int64_t j = range.n_begin; j < range.n_end; j += 32) {
           const int64_t cols = Lo(32, range.n_end - j);
-          if (cols > 16) {
-            TileSteps<true>(range, j, cols, k0, steps, parts, packed, pad);
-            Tiles::template StoreC<1, 0>(reinterpret_cast<float*>(stage + 2 * kTileWords), 64);
-            Tiles::template StoreC<1, 1>(reinterpret_cast<float*>(stage + 3 * kTileWords), 64);
-          } else {
-            TileSteps<false>(range, j, cols, k0, steps, parts, packed, pad);
+          for (int64_t c = 0; c < chunks; ++c) {
+            const uint32_t* x = packed + c * ChunkWords(parts);
+            if (cols > 16) {
+              TileSteps<true>(range, j, cols, k0, steps, parts, x, pad, c == 0);
+              Tiles::template StoreC<1, 0>(reinterpret_cast<float*>(stage + 2 * kTileWords), 64);
+              Tiles::template StoreC<1, 1>(reinterpret_cast<float*>(stage + 3 * kTileWords), 64);
+            } else {
+              TileSteps<false>(range, j, cols, k0, steps, parts, x, pad, c == 0);
+            }
+            Tiles::template StoreC<0, 0>(reinterpret_cast<float*>(stage), 64);
+            Tiles::template StoreC<0, 1>(reinterpret_cast<float*>(stage + kTileWords), 64);
+            AddStage(chunk_rows(c), j, cols, acc, stage);
           }
-          Tiles::template StoreC<0, 0>(reinterpret_cast<float*>(stage), 64);
-          Tiles::template StoreC<0, 1>(reinterpret_cast<float*>(stage + kTileWords), 64);
-          AddStage(g, j, cols, acc, stage);
         }
       });
     }
-    Tiles::Release();
   }
 };
 

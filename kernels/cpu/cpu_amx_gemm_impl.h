@@ -3,8 +3,8 @@
 //
 // Which calls: bf16 weights on the packed path (more rows of A than the dot-product path
 // takes, or GemmPath::kPacked): prompt GEMMs, MoE experts with many rows, prefill attention
-// over a bf16 cache. Calls by size of 8-16 rows against bf16 weights go to the tiles of
-// cpu_amx_dot_impl.h; everything else to the AVX-512 BF16 build unchanged.
+// over a bf16 cache. Calls by size of 8-16 rows and GemmPath::kFixedTiles against bf16 weights
+// go to the tiles of cpu_amx_dot_impl.h; everything else to the AVX-512 BF16 build unchanged.
 //
 // Exactness: TDPBF16PS multiplies bf16 by bf16, which is exact in f32, and accumulates in f32.
 // With bf16 activations (GemmArgs::a_bf16) A is rounded to bf16 once, as every build does.
@@ -161,14 +161,18 @@ struct AmxGemmImpl {
     Tiles::Release();
   }
 
-  // bf16 weights: rows on the packed path here, calls by size of AmxDotImpl::kMinRows or more
-  // rows on AmxDotImpl's tiles; the rest, f32 weights and empty calls: the AVX-512 BF16 build.
+  // bf16 weights: rows on the packed path here, GemmPath::kFixedTiles and calls by size of
+  // AmxDotImpl::kMinRows or more rows on AmxDotImpl's tiles; the rest, f32 weights and empty
+  // calls: the AVX-512 BF16 build (kFixedTiles there as kFixedDot).
   static void Run(const GemmArgs& g, float* scratch) {
     if (g.b_dtype != DType::kBF16 || g.m <= 0 || g.k <= 0 || g.n_begin >= g.n_end) {
-      Base::Run(g, scratch);
+      GemmArgs base = g;
+      if (base.path == GemmPath::kFixedTiles) base.path = GemmPath::kFixedDot;
+      Base::Run(base, scratch);
     } else if (Base::PackedPath(g)) {
       Packed(g, scratch);
-    } else if (g.path == GemmPath::kBySize && g.m >= AmxDotImpl<Tiles>::kMinRows) {
+    } else if (g.path == GemmPath::kFixedTiles ||
+               (g.path == GemmPath::kBySize && g.m >= AmxDotImpl<Tiles>::kMinRows)) {
       AmxDotImpl<Tiles>::Run(g, scratch);
     } else {
       Base::Run(g, scratch);

@@ -15,6 +15,7 @@
 #include <string_view>
 
 #include "kernels/cpu/cpu_context.h"
+#include "kernels/cpu/cpu_decode_tiles.h"
 #include "kernels/cpu/cpu_features.h"
 #include "kernels/cpu/cpu_numa.h"
 #include "kernels/cpu/cpu_thread_pool.h"
@@ -47,6 +48,9 @@ class CpuBackend : public HostBackend {
   int num_threads() const { return ctx_.num_threads(); }
   // The kernels, threads and scratch the ops run with (e.g. for TuneStreaming).
   const CpuContext& context() const { return ctx_; }
+  // Which decode rows run on tiles under batch invariance (MLASERVE_CPU_DECODE_TILES, read at
+  // construction; in effect only on builds with CpuKernels::fixed_tiles).
+  const DecodeTiles& decode_tiles() const { return decode_tiles_; }
   // Where the pages of its buffers of 2 MiB or more go (cpu_numa.h): chosen at construction
   // from the affinity mask's NUMA nodes and MLASERVE_CPU_NUMA, and tried once on a scratch
   // mapping then; a refused interleave leaves `interleave` false and its errno here (0: none).
@@ -81,6 +85,7 @@ class CpuBackend : public HostBackend {
   CpuContext ctx_;
   int numa_refused_errno_ = 0;  // before numa_, whose initialization sets it
   NumaPlacement numa_;
+  DecodeTiles decode_tiles_;
 };
 
 std::unique_ptr<Backend> MakeCpuBackend(int num_threads, bool batch_invariant = false,

@@ -59,6 +59,22 @@ class CpuContext {
   }
   int num_threads() const { return pool_->size(); }
 
+  // Decode rows against weights of at least this many bytes per thread take the tiles where the
+  // build has them (cpu_decode_tiles.h); < 0: none. Set once, before any op runs.
+  void set_decode_tile_min_bytes(int64_t bytes_per_thread) {
+    decode_tile_min_bytes_ = bytes_per_thread;
+  }
+  // The path of a batch-invariant call's decode rows against `weights`: kFixedTiles for a bf16
+  // matrix at or over the threshold on a build with CpuKernels::fixed_tiles, else kFixedDot.
+  // It reads the weight and the team size only, so a row's path does not depend on its company.
+  GemmPath DecodeRowsPath(const TensorView& weights) const {
+    const bool tiles = kernels_->fixed_tiles && decode_tile_min_bytes_ >= 0 &&
+                       weights.ndim() == 2 && weights.dtype() == DType::kBF16 &&
+                       static_cast<int64_t>(weights.nbytes()) >=
+                           decode_tile_min_bytes_ * num_threads();
+    return tiles ? GemmPath::kFixedTiles : GemmPath::kFixedDot;
+  }
+
   // Scratch private to thread `t` of the current parallel region (t < num_threads()).
   float* GemmScratch(int t) const { return reinterpret_cast<float*>(Thread(t)); }
   float* OpScratch(int t) const { return GemmScratch(t) + kGemmScratchFloats; }
@@ -93,6 +109,7 @@ class CpuContext {
   char* arena_;
   bool batch_invariant_;
   DType activation_dtype_;
+  int64_t decode_tile_min_bytes_ = -1;
 };
 
 void CpuEmbedding(const CpuContext& ctx, const EmbeddingParams& p);

@@ -83,11 +83,13 @@ void RunGemm(const CpuContext& ctx, const GemmParams& p, const GemmShape& s) {
     RunRows(ctx, p, p.a, p.out, GemmPath::kBySize);
     return;
   }
-  // Batch-invariant: decode rows always by dot products, prompt rows always packed, so a row's
-  // result does not depend on how many rows of either kind share the call.
+  // Batch-invariant: decode rows always by dot products (or, for large weights on AMX builds,
+  // always on tiles: CpuContext::DecodeRowsPath), prompt rows always packed, so a row's result
+  // does not depend on how many rows of either kind share the call.
   const int row_dim = s.batched ? 1 : 0;
   const int64_t d = p.decode_rows < 0 ? 0 : (p.decode_rows > m ? m : p.decode_rows);
-  RunRows(ctx, p, p.a.Slice(row_dim, 0, d), p.out.Slice(row_dim, 0, d), GemmPath::kFixedDot);
+  RunRows(ctx, p, p.a.Slice(row_dim, 0, d), p.out.Slice(row_dim, 0, d),
+          ctx.DecodeRowsPath(p.b));
   RunRows(ctx, p, p.a.Slice(row_dim, d, m - d), p.out.Slice(row_dim, d, m - d),
           GemmPath::kPacked);
 }

@@ -44,6 +44,21 @@ struct GemvImpl {
   static float* CRow(const GemmArgs& g, int64_t i) {
     return g.c + (g.c_rows != nullptr ? g.c_rows[i] : i) * g.ldc;
   }
+  // g over its rows [i0, i0 + m) only.
+  static GemmArgs Rows(GemmArgs g, int64_t i0, int64_t m) {
+    if (g.a_rows != nullptr) {
+      g.a_rows += i0;
+    } else {
+      g.a += i0 * g.lda;
+    }
+    if (g.c_rows != nullptr) {
+      g.c_rows += i0;
+    } else {
+      g.c += i0 * g.ldc;
+    }
+    g.m = m;
+    return g;
+  }
 
   template <int M, int R>
   [[gnu::always_inline]] static inline void ZeroAll(F (&s)[M][R]) {
@@ -442,22 +457,11 @@ struct GemvImpl {
       CopyDotA<TB>(g, 0, g.m, 0, g.k, scratch, pitch);
       prepared = {scratch, pitch};
     }
-    GemmArgs sub = g;
     for (int64_t jb = g.n_begin; jb < g.n_end; jb += block) {
-      sub.n_begin = jb;
-      sub.n_end = Lo(jb + block, g.n_end);
       for (int64_t i0 = 0; i0 < g.m; i0 += kChunkRows) {
-        sub.m = Lo(kChunkRows, g.m - i0);
-        if (g.a_rows != nullptr) {
-          sub.a_rows = g.a_rows + i0;
-        } else {
-          sub.a = g.a + i0 * g.lda;
-        }
-        if (g.c_rows != nullptr) {
-          sub.c_rows = g.c_rows + i0;
-        } else {
-          sub.c = g.c + i0 * g.ldc;
-        }
+        GemmArgs sub = Rows(g, i0, Lo(kChunkRows, g.m - i0));
+        sub.n_begin = jb;
+        sub.n_end = Lo(jb + block, g.n_end);
         PreparedA chunk = prepared;
         if (chunk.rows != nullptr) chunk.rows += i0 * pitch;
         GemvFor<TB, kFixed>(sub, scratch, chunk, rows);

@@ -18,13 +18,17 @@ namespace mlaserve {
 
 // One block of C (+)= A · Bᵀ: rows i < m of C, columns [n_begin, n_end), f32 accumulation.
 // Rows may be gathered (row_ids) so that MoE experts read and write their tokens in place.
-// How a GEMM call picks its kernel. Each of kFixedDot and kPacked has one reduction order per
-// output element whatever m, which is what batch invariance needs; kBySize switches between
-// them by m (the faster choice, but a row then rounds differently in calls of other sizes).
+// How a GEMM call picks its kernel. Each of kFixedDot, kFixedTiles and kPacked has one
+// reduction order per output element whatever m, which is what batch invariance needs; kBySize
+// switches between them by m (the faster choice, but a row then rounds differently in calls of
+// other sizes).
 enum class GemmPath : uint8_t {
   kBySize,    // dot products for m <= GemvImpl::kMaxM rows, packed micro-kernels beyond
   kFixedDot,  // dot products at a fixed depth, in row chunks, for any m (decode rows)
   kPacked,    // packed micro-kernels for any m (prompt rows)
+  // Tile products at a fixed depth, in chunks of 16 rows, for any m: decode rows against bf16
+  // weights on builds with CpuKernels::fixed_tiles (no other build is given it).
+  kFixedTiles,
 };
 
 struct GemmArgs {
@@ -80,6 +84,8 @@ struct CpuKernels {
   // dozen rows per expert, where packing each item's weight panel costs more than the dot
   // products' extra loads), rather than the packed path beyond kMaxM rows.
   bool expert_rows_by_dot;
+  // Whether GemmPath::kFixedTiles runs on tiles here (the AMX builds).
+  bool fixed_tiles;
   // scratch: kGemmScratchFloats, 64-byte aligned, private to the calling thread.
   void (*gemm)(const GemmArgs& args, float* scratch);
   void (*gemm_nn)(const GemmNnArgs& args);

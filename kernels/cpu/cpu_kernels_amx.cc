@@ -15,6 +15,7 @@ CpuKernels MakeAmxKernels() {
   CpuKernels k = cpu_impl::MakeCpuKernels<Avx512Bf16>(CpuIsa::kAmxBf16);
   k.gemm = &cpu_impl::AmxGemmImpl<Tiles>::Run;
   k.expert_rows_by_dot = false;  // the experts' packed rows run on tiles
+  k.fixed_tiles = true;
   return k;
 }
 

@@ -142,6 +142,7 @@ CpuKernels MakeCpuKernels(CpuIsa isa) {
   // bf16 rows on VDPBF16PS 291-329 against 260-281; with AVX2 (no pairs) 156-175 against
   // 163-165, so AVX2 keeps the packed path.
   k.expert_rows_by_dot = GemvImpl<V>::template kPairs<uint16_t>;
+  k.fixed_tiles = false;
   k.gemm = &G::Run;
   k.gemm_nn = &GemvImpl<V>::RunNn;
   k.max = &E::Max;

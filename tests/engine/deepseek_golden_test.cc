@@ -3,6 +3,7 @@
 // over all golden steps and every golden top-5 logprob within 1e-3 — read from the logits, or,
 // on the CUDA backend with greedy rows, from the device's draw (Backend::SampleTokens, TopLogprobs).
 #include <algorithm>
+#include <cstdlib>
 #include <memory>
 #include <string>
 #include <vector>
@@ -107,7 +108,7 @@ int32_t CheckDraw(const StepLogits& logits, size_t row, const Golden& golden, si
 }
 
 // The oracle, the production CPU backend (2 threads, so work is really split), the AMX build
-// over software tiles where AVX512_BF16 runs and, where the CUDA Toolkit is installed, the CUDA
+// over software tiles where AVX512_BF16 runs (its decode rows on tiles too) and, where the CUDA Toolkit is installed, the CUDA
 // backend with its kernels run by the SIMT simulator (`cuda_sim`) or, in the `_gpu` build, on a
 // device (`cuda`, alone).
 std::unique_ptr<Backend> MakeBackend(const std::string& name, DType dtype = DType::kF32) {
@@ -116,8 +117,13 @@ std::unique_ptr<Backend> MakeBackend(const std::string& name, DType dtype = DTyp
     return testing::NewCudaTestBackend(/*batch_invariant=*/dtype == DType::kBF16, dtype);
   }
   if (name == "cpu_amx_emulated") {
-    return std::make_unique<CpuBackend>(AmxEmulatedKernels(), 2,
-                                        /*batch_invariant=*/dtype == DType::kBF16, dtype);
+    // Decode rows of every weight on tiles under batch invariance (GemmPath::kFixedTiles): the
+    // default threshold would leave this model's small weights on the dot products.
+    ::setenv("MLASERVE_CPU_DECODE_TILES", "all", 1);
+    auto backend = std::make_unique<CpuBackend>(AmxEmulatedKernels(), 2,
+                                                /*batch_invariant=*/dtype == DType::kBF16, dtype);
+    ::unsetenv("MLASERVE_CPU_DECODE_TILES");
+    return backend;
   }
   return MakeCpuBackend(2, /*batch_invariant=*/dtype == DType::kBF16, dtype);
 }

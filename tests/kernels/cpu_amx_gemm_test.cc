@@ -1,5 +1,5 @@
 // The AMX GEMMs (kernels/cpu/cpu_amx_gemm_impl.h, and cpu_amx_dot_impl.h for calls of a few
-// rows) against products summed in double precision here: on the software tile model
+// rows and GemmPath::kFixedTiles) against products summed in double precision here: on the software tile model
 // (AmxEmulatedKernels, wherever the avx512_bf16 build runs) and on the tile instructions
 // (AmxBf16Kernels, only where the processor has AMX and Linux grants it). Shapes cover row,
 // pair and column tails of every tile, several depth and row blocks, gathered rows,
@@ -12,6 +12,7 @@
 #include <initializer_list>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -95,7 +96,8 @@ GemmArgs ArgsFor(const Problem& p, float* c, int64_t ldc) {
 // Every (m, n, k) of the lists (skipping m > 100 with k > 600, which keeps the software tiles
 // fast), both activation dtypes, against sums in double, and no write outside C.
 void ExpectExactSums(AmxGemmTest& t, std::initializer_list<int64_t> ms,
-                     std::initializer_list<int64_t> ns, std::initializer_list<int64_t> ks) {
+                     std::initializer_list<int64_t> ns, std::initializer_list<int64_t> ks,
+                     GemmPath path = GemmPath::kBySize) {
   std::mt19937 rng(7);
   for (bool a_bf16 : {false, true}) {
     for (int64_t m : ms) {
@@ -108,6 +110,7 @@ void ExpectExactSums(AmxGemmTest& t, std::initializer_list<int64_t> ms,
           std::vector<float> c((m + 1) * ldc, -7.0f);
           GemmArgs g = ArgsFor(p, c.data(), ldc);
           g.a_bf16 = a_bf16;
+          g.path = path;
           t.Gemm(g);
           for (int64_t i = 0; i <= m; ++i) {
             for (int64_t j = 0; j < ldc; ++j) {
@@ -140,6 +143,13 @@ TEST_P(AmxGemmTest, FewRowsMatchExactSums) {
                   {1, 31, 33, 64, 2049, 4200});
 }
 
+// GemmPath::kFixedTiles: any m on the few-row tiles, in chunks of 16 rows and, past 80 rows
+// with f32 activations (the chunks the scratch holds packed), in groups of chunks.
+TEST_P(AmxGemmTest, FixedTilesMatchExactSums) {
+  ExpectExactSums(*this, {1, 3, 16, 17, 40, 81, 97}, {1, 45, 70}, {1, 33, 2049},
+                  GemmPath::kFixedTiles);
+}
+
 // With f32 activations every bit of A must reach the products. Each a = ±(1 ± 2⁻⁹ ± 2⁻¹⁷) has
 // a part in each of hi, mid and lo, B holds ±1 and ±2, and every partial sum of 40 terms is
 // a multiple of 2⁻¹⁷ below 2⁷, exact in f32: the result must equal the exact sum bit for bit
@@ -151,10 +161,14 @@ TEST_P(AmxGemmTest, F32ActivationsKeepEveryBit) {
   Problem p{24, 20, 40, std::vector<float>(24 * 40), std::vector<uint16_t>(20 * 40)};
   for (float& x : p.a) x = sign() * (1.0f + sign() * 0x1p-9f + sign() * 0x1p-17f);
   for (uint16_t& x : p.b) x = F32ToBf16(sign() * static_cast<float>(1 + coin(rng)));
-  // All 24 rows packed; the first 12 by size, on the few-row tiles.
-  for (int64_t m : {24, 12}) {
+  // All 24 rows packed; the first 12 by size, on the few-row tiles; all 24 on the fixed tiles.
+  for (int64_t m : {24, 12, -24}) {
     std::vector<float> c(p.m * p.n);
     GemmArgs g = ArgsFor(p, c.data(), p.n);
+    if (m < 0) {
+      m = -m;
+      g.path = GemmPath::kFixedTiles;
+    }
     g.m = m;
     Gemm(g);
     for (int64_t i = 0; i < m; ++i) {
@@ -167,8 +181,8 @@ TEST_P(AmxGemmTest, F32ActivationsKeepEveryBit) {
 }
 
 // Gathered rows of A and C, accumulation into C, and a column range that starts mid-panel, in a
-// call of m rows by size.
-void ExpectGatheredRowsAccumulate(AmxGemmTest& t, int64_t m) {
+// call of m rows on `path`.
+void ExpectGatheredRowsAccumulate(AmxGemmTest& t, int64_t m, GemmPath path) {
   std::mt19937 rng(9);
   const Problem p = MakeProblem(rng, m, 80, 200);
   std::vector<int32_t> a_rows(p.m), c_rows(p.m);
@@ -186,6 +200,7 @@ void ExpectGatheredRowsAccumulate(AmxGemmTest& t, int64_t m) {
   g.accumulate = true;
   g.n_begin = 5;
   g.n_end = 71;
+  g.path = path;
   t.Gemm(g);
   for (int64_t i = 0; i < p.m; ++i) {
     for (int64_t j = 0; j < p.n; ++j) {
@@ -203,31 +218,49 @@ void ExpectGatheredRowsAccumulate(AmxGemmTest& t, int64_t m) {
 }
 
 TEST_P(AmxGemmTest, GatheredRowsAccumulateIntoColumnRange) {
-  for (int64_t m : {40, 12}) {  // packed; few-row tiles
+  // Packed; few-row tiles by size; fixed tiles over three chunks.
+  for (auto [m, path] : {std::pair{40, GemmPath::kBySize}, std::pair{12, GemmPath::kBySize},
+                         std::pair{40, GemmPath::kFixedTiles}}) {
     SCOPED_TRACE(m);
-    ExpectGatheredRowsAccumulate(*this, m);
+    ExpectGatheredRowsAccumulate(*this, m, path);
   }
 }
 
-// GemmPath::kPacked gives a row the same bits whatever rows share the call (batch invariance).
-TEST_P(AmxGemmTest, PackedRowsDoNotDependOnTheirNeighbours) {
+// `path` gives a row the same bits whatever rows share the call (batch invariance): each of
+// `rows` alone against all m rows in one call, both activation dtypes.
+void ExpectRowsIndependent(AmxGemmTest& t, GemmPath path, int64_t m, int64_t k,
+                           std::initializer_list<int64_t> rows) {
   std::mt19937 rng(10);
-  const Problem p = MakeProblem(rng, 45, 50, 700);
-  std::vector<float> all(p.m * p.n);
-  GemmArgs g = ArgsFor(p, all.data(), p.n);
-  g.path = GemmPath::kPacked;
-  Gemm(g);
-  for (int64_t i : {0, 17, 44}) {
-    std::vector<float> one(p.n);
-    GemmArgs single = g;
-    single.a = p.a.data() + i * p.k;
-    single.c = one.data();
-    single.m = 1;
-    Gemm(single);
-    for (int64_t j = 0; j < p.n; ++j) {
-      ASSERT_EQ(one[j], all[i * p.n + j]) << "row " << i << " column " << j;
+  const Problem p = MakeProblem(rng, m, 50, k);
+  for (bool a_bf16 : {false, true}) {
+    std::vector<float> all(p.m * p.n);
+    GemmArgs g = ArgsFor(p, all.data(), p.n);
+    g.path = path;
+    g.a_bf16 = a_bf16;
+    t.Gemm(g);
+    for (int64_t i : rows) {
+      std::vector<float> one(p.n);
+      GemmArgs single = g;
+      single.a = p.a.data() + i * p.k;
+      single.c = one.data();
+      single.m = 1;
+      t.Gemm(single);
+      for (int64_t j = 0; j < p.n; ++j) {
+        ASSERT_EQ(one[j], all[i * p.n + j])
+            << "a_bf16=" << a_bf16 << " row " << i << " column " << j;
+      }
     }
   }
+}
+
+TEST_P(AmxGemmTest, PackedRowsDoNotDependOnTheirNeighbours) {
+  ExpectRowsIndependent(*this, GemmPath::kPacked, 45, 700, {0, 17, 44});
+}
+
+// Rows in the first, a middle and the last chunk, and (f32, past 80 rows) the second group of
+// chunks, over two depth blocks.
+TEST_P(AmxGemmTest, FixedTilesRowsDoNotDependOnTheirNeighbours) {
+  ExpectRowsIndependent(*this, GemmPath::kFixedTiles, 90, 2100, {0, 17, 79, 80, 89});
 }
 
 INSTANTIATE_TEST_SUITE_P(Tiles, AmxGemmTest, ::testing::Values("emulated", "hardware"),

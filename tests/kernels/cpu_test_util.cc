@@ -31,13 +31,20 @@ std::set<std::string> ProcCpuinfoFlags() {
 
 std::unique_ptr<CpuBackend> CpuVsRefTest::NewCpu(int threads, bool batch_invariant,
                                                  DType activations) const {
+  // The AMX builds put the decode rows of every bf16 weight on tiles, so that the batch
+  // invariance tests cover GemmPath::kFixedTiles (the default threshold leaves test-sized
+  // weights on the dot products, which the avx512_bf16 instance covers).
+  ::setenv("MLASERVE_CPU_DECODE_TILES", "all", 1);
+  std::unique_ptr<CpuBackend> backend;
   if (GetParam() == kAmxEmulated) {
-    return std::make_unique<CpuBackend>(AmxEmulatedKernels(), threads, batch_invariant,
-                                        activations);
+    backend = std::make_unique<CpuBackend>(AmxEmulatedKernels(), threads, batch_invariant,
+                                           activations);
+  } else {
+    ::setenv("MLASERVE_CPU_ISA", GetParam().c_str(), 1);
+    backend = std::make_unique<CpuBackend>(threads, batch_invariant, activations);
+    ::unsetenv("MLASERVE_CPU_ISA");
   }
-  ::setenv("MLASERVE_CPU_ISA", GetParam().c_str(), 1);
-  auto backend = std::make_unique<CpuBackend>(threads, batch_invariant, activations);
-  ::unsetenv("MLASERVE_CPU_ISA");
+  ::unsetenv("MLASERVE_CPU_DECODE_TILES");
   return backend;
 }
 
