@@ -4,6 +4,12 @@
 # left (SECONDS, default 540, from the start) is too short for it:
 #   gpu_tests.log     every *_gpu test binary, MLASERVE_POISON=1
 #   golden.log        tests/server/cli/generate_golden_test.py --backends=cpu,cuda
+#   cpu_tests.log     the CPU kernel tests of the archive (cpu_*_test: every kernel build the
+#                     CPU runs, the AMX tiles included where it has them), the CPU engine's
+#                     goldens (deepseek_golden_test, the AMX builds' decode rows on tiles) and
+#                     its batch invariance (engine_invariance_test, with every decode row of
+#                     the AMX build on tiles: MLASERVE_CPU_DECODE_TILES=all), the simulated-CUDA
+#                     and oracle cases left out
 #   cuda_perf.log     mlaserve generate --backend=cuda on lite-slice-4 (512-token prompt, 256
 #                     tokens), --deterministic on and off alternating, f32 twice and bf16 once
 #   sanitizer.log     compute-sanitizer memcheck and racecheck over SANITIZE (default
@@ -12,9 +18,11 @@
 #   kernel_ab.log     where the CPU has AMX: mlaserve-kernel-ab, the amx_bf16 build against
 #                     avx512_bf16 on every CPU, f32 and bf16 activations, 40 s each
 #   decode_ab.log     where the CPU has AMX: replayed decode steps of 1 and 16 rows
-#                     (mlaserve-graph-bench, every CPU) on the amx_bf16 build against
-#                     avx512_bf16 (MLASERVE_CPU_ISA), --deterministic off (calls of 8-16 rows
-#                     on tiles) and on, alternating, two rounds
+#                     (mlaserve-graph-bench, every CPU), alternating, two rounds: under
+#                     --deterministic with decode rows on tiles for no weight, for weights over
+#                     the default threshold and for every weight (MLASERVE_CPU_DECODE_TILES
+#                     off, unset, all), f32 and bf16 activations; without it (calls of 8-16
+#                     rows on tiles) in f32
 #   cpu_compare.log   tools/bench/compare_llamacpp.sh on every CPU, two rounds, 16 streams
 #                     (needs the archive's llama/ and bench/)
 #   cpu_profile.log   where the CPU time goes on every CPU (MLASERVE_PROFILE=1): a 512-token
@@ -25,9 +33,8 @@
 #   cpu_compare_2t.log  the comparison on two threads, one round
 # plus env.log (the GPU, the CPU, where cuBLAS was found). lite-slice-4 is written under
 # MODEL (default /tmp/lite-slice-4) by the archive's make_model.py unless it is there already.
-# SKIP: names of steps to leave out, among cuda_perf, sanitizer, kernel_ab, decode_ab,
-# cpu_compare, cpu_profile, cuda_serve and cpu_compare_2t (the GPU tests and the goldens always
-# run).
+# SKIP: names of steps to leave out, among gpu_tests, golden, cpu_tests, cuda_perf, sanitizer,
+# kernel_ab, decode_ab, cpu_compare, cpu_profile, cuda_serve and cpu_compare_2t.
 # Run from the root of a checkout of the commit the archive was built from.
 # usage: [SKIP="STEP ..."] scripts/hardware-checks.sh ARCHIVE OUT_DIR [SECONDS]
 set -u
@@ -64,7 +71,7 @@ if [ ! -f "$model/config.json" ] && [ -f "$m/bench/make_model.py" ]; then
   mk=$!
 fi
 
-for t in "$bin"/*_gpu; do
+wanted gpu_tests && for t in "$bin"/*_gpu; do
   t0=$SECONDS
   MLASERVE_POISON=1 MLASERVE_TEST_DATA=$root/tests/data timeout 150 "$t" > "$m/test.log" 2>&1
   rc=$?
@@ -74,9 +81,30 @@ for t in "$bin"/*_gpu; do
   [ $rc -ne 0 ] && tail -20 "$m/test.log"
 done > "$out/gpu_tests.log" 2>&1
 
-timeout 150 python3 tests/server/cli/generate_golden_test.py --mlaserve="$bin/mlaserve" \
-    --models=tests/data/models --backends=cpu,cuda > "$out/golden.log" 2>&1
-echo "golden rc=$? at $((SECONDS - start)) s" >> "$out/golden.log"
+if wanted golden; then
+  timeout 150 python3 tests/server/cli/generate_golden_test.py --mlaserve="$bin/mlaserve" \
+      --models=tests/data/models --backends=cpu,cuda > "$out/golden.log" 2>&1
+  echo "golden rc=$? at $((SECONDS - start)) s" >> "$out/golden.log"
+fi
+
+wanted cpu_tests && for t in "$bin"/cpu_*_test "$bin"/deepseek_golden_test \
+    "$bin"/engine_invariance_test; do
+  [ -x "$t" ] || continue
+  [ "$(left)" -lt 200 ] && { echo "skipped $(basename "$t"): $(left) s left"; continue; }
+  t0=$SECONDS
+  tiles= filter='-*cuda*:*Cuda*'
+  case $(basename "$t") in
+    deepseek_golden_test) filter='*cpu*' ;;
+    engine_invariance_test) tiles=all filter='*Cpu*:EngineInvarianceTest.*' ;;
+  esac
+  MLASERVE_CPU_DECODE_TILES=$tiles MLASERVE_POISON=1 MLASERVE_TEST_DATA=$root/tests/data \
+      timeout 150 "$t" --gtest_filter="$filter" > "$m/test.log" 2>&1
+  rc=$?
+  echo "== $(basename "$t") rc=$rc $((SECONDS - t0)) s"
+  grep -E '^\[==========\] [0-9]+ tests? from .* ran|^\[  PASSED  \]|^\[  SKIPPED \] [0-9]+ tests?,' "$m/test.log"
+  grep -E -A12 '^\[  FAILED  \]|Failure$' "$m/test.log" | head -60
+  [ $rc -ne 0 ] && tail -20 "$m/test.log"
+done > "$out/cpu_tests.log" 2>&1
 
 [ -n "$mk" ] && wait "$mk"
 if [ ! -f "$model/config.json" ]; then
@@ -128,13 +156,15 @@ fi
 
 if grep -qw amx_bf16 /proc/cpuinfo && wanted decode_ab && [ "$(left)" -gt 150 ]; then
   for round in 1 2; do
-    for det in false true; do
-      for isa in amx_bf16 avx512_bf16; do
-        echo "== isa=$isa deterministic=$det round=$round"
-        MLASERVE_CPU_ISA=$isa timeout 40 "$bin/mlaserve-graph-bench" --model="$model" \
-            --batches=1,16 --rounds=1 --steps=6 --threads="$(nproc)" --deterministic=$det 2>&1 \
-          | tail -3
-      done
+    for v in "true float32 off" "true float32 -" "true float32 all" "true bfloat16 off" \
+        "true bfloat16 -" "true bfloat16 all" "false float32 -"; do
+      set -- $v
+      [ "$(left)" -lt 40 ] && { echo "skipped: $(left) s left"; break 2; }
+      echo "== deterministic=$1 dtype=$2 MLASERVE_CPU_DECODE_TILES=$3 round=$round"
+      tiles=$3; [ "$tiles" = - ] && tiles=
+      MLASERVE_CPU_DECODE_TILES=$tiles timeout 40 "$bin/mlaserve-graph-bench" --model="$model" \
+          --batches=1,16 --rounds=1 --steps=6 --threads="$(nproc)" --deterministic=$1 \
+          --dtype=$2 2>&1 | tail -3
     done
   done > "$out/decode_ab.log" 2>&1
   echo "decode_ab at $((SECONDS - start)) s" >> "$out/decode_ab.log"

@@ -3,7 +3,8 @@
 # machine with an NVIDIA GPU that has the driver and CUDA 13's cuBLAS but none of the build's
 # other libraries (no compiler or package install needed there):
 #   bin/    mlaserve, mlaserve-bench, mlaserve-kernel-ab, mlaserve-graph-bench,
-#           mlaserve_cuda_plugin.so and every *_gpu test, stripped
+#           mlaserve_cuda_plugin.so, every *_gpu test and the CPU tests of the host's
+#           processor (cpu_*_test, deepseek_golden_test, engine_invariance_test), stripped
 #   lib/    the shared libraries they link, less the C library's, the C++ runtime's (the
 #           target's own is newer, and its other programs need it), the GPU driver's and
 #           cuBLAS (hundreds of MB; the CUDA runtime's copy there is used)
@@ -24,7 +25,8 @@ for name in mlaserve mlaserve-bench mlaserve-kernel-ab mlaserve-graph-bench \
   [ -f "$build_dir/bin/$name" ] || { echo "stage-hardware-checks: $build_dir/bin/$name not built" >&2; exit 1; }
   cp "$build_dir/bin/$name" "$stage/bin/"
 done
-cp "$build_dir"/bin/*_gpu "$stage/bin/"
+cp "$build_dir"/bin/*_gpu "$build_dir"/bin/cpu_*_test "$build_dir/bin/deepseek_golden_test" \
+    "$build_dir/bin/engine_invariance_test" "$stage/bin/"
 strip --strip-unneeded "$stage"/bin/*
 objects=("$stage"/bin/*)
 if [ -n "$bench" ]; then

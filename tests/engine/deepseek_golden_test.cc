@@ -108,7 +108,7 @@ int32_t CheckDraw(const StepLogits& logits, size_t row, const Golden& golden, si
 }
 
 // The oracle, the production CPU backend (2 threads, so work is really split), the AMX build
-// over software tiles where AVX512_BF16 runs (its decode rows on tiles too) and, where the CUDA Toolkit is installed, the CUDA
+// over software tiles where AVX512_BF16 runs (the AMX builds' decode rows on tiles too) and, where the CUDA Toolkit is installed, the CUDA
 // backend with its kernels run by the SIMT simulator (`cuda_sim`) or, in the `_gpu` build, on a
 // device (`cuda`, alone).
 std::unique_ptr<Backend> MakeBackend(const std::string& name, DType dtype = DType::kF32) {
@@ -116,16 +116,17 @@ std::unique_ptr<Backend> MakeBackend(const std::string& name, DType dtype = DTyp
   if (name == testing::kCudaBackendName) {
     return testing::NewCudaTestBackend(/*batch_invariant=*/dtype == DType::kBF16, dtype);
   }
-  if (name == "cpu_amx_emulated") {
-    // Decode rows of every weight on tiles under batch invariance (GemmPath::kFixedTiles): the
-    // default threshold would leave this model's small weights on the dot products.
-    ::setenv("MLASERVE_CPU_DECODE_TILES", "all", 1);
-    auto backend = std::make_unique<CpuBackend>(AmxEmulatedKernels(), 2,
-                                                /*batch_invariant=*/dtype == DType::kBF16, dtype);
-    ::unsetenv("MLASERVE_CPU_DECODE_TILES");
-    return backend;
-  }
-  return MakeCpuBackend(2, /*batch_invariant=*/dtype == DType::kBF16, dtype);
+  // The AMX builds (emulated, or the processor's) put the decode rows of every weight on tiles
+  // under batch invariance (GemmPath::kFixedTiles): the default threshold would leave this
+  // model's small weights on the dot products.
+  ::setenv("MLASERVE_CPU_DECODE_TILES", "all", 1);
+  const bool invariant = dtype == DType::kBF16;
+  std::unique_ptr<Backend> backend =
+      name == "cpu_amx_emulated"
+          ? std::make_unique<CpuBackend>(AmxEmulatedKernels(), 2, invariant, dtype)
+          : MakeCpuBackend(2, invariant, dtype);
+  ::unsetenv("MLASERVE_CPU_DECODE_TILES");
+  return backend;
 }
 
 std::vector<std::string> BackendNames() {
