@@ -57,7 +57,8 @@ CpuBackend::CpuBackend(const CpuKernels& kernels, int num_threads, bool batch_in
       arena_(AllocateArena(pool_->size())),
       ctx_(kernels, *pool_, arena_, batch_invariant, activation_dtype),
       numa_(TriedNumaPlacement(&numa_refused_errno_)),
-      decode_tiles_(ChooseDecodeTiles(std::getenv("MLASERVE_CPU_DECODE_TILES"))) {
+      decode_tiles_(ChooseDecodeTiles(std::getenv("MLASERVE_CPU_DECODE_TILES"),
+                                      activation_dtype == DType::kBF16)) {
   ctx_.set_decode_tile_min_bytes(decode_tiles_.min_bytes_per_thread);
   TuneStreaming(ctx_);
 }

@@ -6,8 +6,9 @@
 
 namespace mlaserve {
 
-DecodeTiles ChooseDecodeTiles(const char* env) {
-  if (env == nullptr) return {kDefaultDecodeTileBytes, "default"};
+DecodeTiles ChooseDecodeTiles(const char* env, bool bf16_activations) {
+  const int64_t fallback = bf16_activations ? kDefaultDecodeTileBytes : -1;
+  if (env == nullptr) return {fallback, "default"};
   const DecodeTiles set{0, "MLASERVE_CPU_DECODE_TILES"};
   if (std::strcmp(env, "off") == 0) return {-1, set.source};
   if (std::strcmp(env, "all") == 0) return set;
@@ -15,8 +16,7 @@ DecodeTiles ChooseDecodeTiles(const char* env) {
   if (absl::SimpleAtoi(env, &kib) && kib >= 0 && kib <= (int64_t{1} << 40)) {
     return {kib << 10, set.source};
   }
-  return {kDefaultDecodeTileBytes,
-          std::string("default (MLASERVE_CPU_DECODE_TILES=") + env + " ignored)"};
+  return {fallback, std::string("default (MLASERVE_CPU_DECODE_TILES=") + env + " ignored)"};
 }
 
 std::string DecodeTilesName(const DecodeTiles& d) {

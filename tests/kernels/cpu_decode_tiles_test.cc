@@ -16,21 +16,27 @@ namespace mlaserve {
 namespace {
 
 TEST(DecodeTilesTest, ParsesTheVariable) {
-  const DecodeTiles unset = ChooseDecodeTiles(nullptr);
-  EXPECT_EQ(unset.min_bytes_per_thread, kDefaultDecodeTileBytes);
-  EXPECT_EQ(unset.source, "default");
-  EXPECT_EQ(DecodeTilesName(unset), "1024KiB");
-  EXPECT_EQ(ChooseDecodeTiles("off").min_bytes_per_thread, -1);
-  EXPECT_EQ(DecodeTilesName(ChooseDecodeTiles("off")), "off");
-  EXPECT_EQ(ChooseDecodeTiles("all").min_bytes_per_thread, 0);
-  EXPECT_EQ(DecodeTilesName(ChooseDecodeTiles("all")), "all");
-  const DecodeTiles kib = ChooseDecodeTiles("512");
-  EXPECT_EQ(kib.min_bytes_per_thread, 512 * 1024);
-  EXPECT_EQ(kib.source, "MLASERVE_CPU_DECODE_TILES");
-  for (const char* bad : {"", "-3", "1M", "on"}) {
-    const DecodeTiles d = ChooseDecodeTiles(bad);
-    EXPECT_EQ(d.min_bytes_per_thread, kDefaultDecodeTileBytes) << bad;
-    EXPECT_NE(d.source.find(std::string("=") + bad + " ignored"), std::string::npos) << d.source;
+  // Unset: large weights with bf16 activations, none with f32 ones.
+  const DecodeTiles bf16 = ChooseDecodeTiles(nullptr, /*bf16_activations=*/true);
+  EXPECT_EQ(bf16.min_bytes_per_thread, kDefaultDecodeTileBytes);
+  EXPECT_EQ(bf16.source, "default");
+  EXPECT_EQ(DecodeTilesName(bf16), "1024KiB");
+  const DecodeTiles f32 = ChooseDecodeTiles(nullptr, /*bf16_activations=*/false);
+  EXPECT_EQ(f32.min_bytes_per_thread, -1);
+  EXPECT_EQ(DecodeTilesName(f32), "off");
+  for (bool b : {false, true}) {
+    EXPECT_EQ(ChooseDecodeTiles("off", b).min_bytes_per_thread, -1);
+    EXPECT_EQ(ChooseDecodeTiles("all", b).min_bytes_per_thread, 0);
+    EXPECT_EQ(DecodeTilesName(ChooseDecodeTiles("all", b)), "all");
+    const DecodeTiles kib = ChooseDecodeTiles("512", b);
+    EXPECT_EQ(kib.min_bytes_per_thread, 512 * 1024);
+    EXPECT_EQ(kib.source, "MLASERVE_CPU_DECODE_TILES");
+    for (const char* bad : {"", "-3", "1M", "on"}) {
+      const DecodeTiles d = ChooseDecodeTiles(bad, b);
+      EXPECT_EQ(d.min_bytes_per_thread, b ? kDefaultDecodeTileBytes : -1) << bad;
+      EXPECT_NE(d.source.find(std::string("=") + bad + " ignored"), std::string::npos)
+          << d.source;
+    }
   }
 }
 
