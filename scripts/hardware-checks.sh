@@ -71,14 +71,20 @@ if [ ! -f "$model/config.json" ] && [ -f "$m/bench/make_model.py" ]; then
   mk=$!
 fi
 
-wanted gpu_tests && for t in "$bin"/*_gpu; do
-  t0=$SECONDS
-  MLASERVE_POISON=1 MLASERVE_TEST_DATA=$root/tests/data timeout 150 "$t" > "$m/test.log" 2>&1
+# Runs the test binary $1 (further arguments passed on; the caller's environment plus
+# MLASERVE_POISON=1) and prints its counts, failures and exit status.
+run_test() {
+  local t0=$SECONDS rc
+  MLASERVE_POISON=1 MLASERVE_TEST_DATA=$root/tests/data timeout 150 "$@" > "$m/test.log" 2>&1
   rc=$?
-  echo "== $(basename "$t") rc=$rc $((SECONDS - t0)) s"
+  echo "== $(basename "$1") rc=$rc $((SECONDS - t0)) s"
   grep -E '^\[==========\] [0-9]+ tests? from .* ran|^\[  PASSED  \]|^\[  SKIPPED \] [0-9]+ tests?,' "$m/test.log"
   grep -E -A12 '^\[  FAILED  \]|Failure$' "$m/test.log" | head -60
   [ $rc -ne 0 ] && tail -20 "$m/test.log"
+}
+
+wanted gpu_tests && for t in "$bin"/*_gpu; do
+  run_test "$t"
 done > "$out/gpu_tests.log" 2>&1
 
 if wanted golden; then
@@ -91,19 +97,12 @@ wanted cpu_tests && for t in "$bin"/cpu_*_test "$bin"/deepseek_golden_test \
     "$bin"/engine_invariance_test; do
   [ -x "$t" ] || continue
   [ "$(left)" -lt 200 ] && { echo "skipped $(basename "$t"): $(left) s left"; continue; }
-  t0=$SECONDS
   tiles= filter='-*cuda*:*Cuda*'
   case $(basename "$t") in
     deepseek_golden_test) filter='*cpu*' ;;
     engine_invariance_test) tiles=all filter='*Cpu*:EngineInvarianceTest.*' ;;
   esac
-  MLASERVE_CPU_DECODE_TILES=$tiles MLASERVE_POISON=1 MLASERVE_TEST_DATA=$root/tests/data \
-      timeout 150 "$t" --gtest_filter="$filter" > "$m/test.log" 2>&1
-  rc=$?
-  echo "== $(basename "$t") rc=$rc $((SECONDS - t0)) s"
-  grep -E '^\[==========\] [0-9]+ tests? from .* ran|^\[  PASSED  \]|^\[  SKIPPED \] [0-9]+ tests?,' "$m/test.log"
-  grep -E -A12 '^\[  FAILED  \]|Failure$' "$m/test.log" | head -60
-  [ $rc -ne 0 ] && tail -20 "$m/test.log"
+  MLASERVE_CPU_DECODE_TILES=$tiles run_test "$t" --gtest_filter="$filter"
 done > "$out/cpu_tests.log" 2>&1
 
 [ -n "$mk" ] && wait "$mk"
