@@ -8,7 +8,9 @@ processor it has never seen. Here `mlaserve generate` runs as an AVX2-only Intel
 (Haswell), an AVX2-only AMD processor (EPYC-Rome, Zen 2) and a processor without AVX (Nehalem,
 the x86-64 baseline plus SSE4.2). For each:
 
-- the `cpu_backend` start-up line names the build that processor can run (`avx2`, `scalar`);
+- the `cpu_backend` start-up line names the build that processor can run (`avx2`, `scalar`),
+  and says no decode row takes AMX tiles there (`decode_tiles=off`) even when
+  MLASERVE_CPU_DECODE_TILES asks for all;
 - the PyTorch reference's goldens hold: generate_golden_test.py runs against a wrapper that
   starts the binary under the emulated processor (qemu stops the process with SIGILL at the first
   instruction the processor lacks);
@@ -72,11 +74,15 @@ class EmulatedCpusTest(unittest.TestCase):
                 proc = subprocess.run(
                     [self.wrapper(cpu, ARGS.mlaserve), "generate", f"--model={model}",
                      "--backend=cpu", "--prompt_ids=1,2,3", "--max_tokens=2", "--output=json"],
-                    capture_output=True, text=True, timeout=300, env=emulated_env())
+                    capture_output=True, text=True, timeout=300,
+                    env=dict(emulated_env(), MLASERVE_CPU_DECODE_TILES="all"))
                 self.assertEqual(proc.returncode, 0, proc.stderr[-2000:])
                 chosen = re.search(r"cpu_backend .*\bisa=(\S+)", proc.stderr)
                 self.assertIsNotNone(chosen, proc.stderr[-2000:])
                 self.assertEqual(chosen.group(1), isa)
+                tiles = re.search(r"cpu_backend .*\bdecode_tiles=(\S+)", proc.stderr)
+                self.assertIsNotNone(tiles, proc.stderr[-2000:])
+                self.assertEqual(tiles.group(1), "off")
 
     def test_goldens_hold_on_every_emulated_processor(self):
         for cpu in PROCESSORS:
