@@ -99,10 +99,14 @@ void RunGemm(const CpuContext& ctx, const GemmParams& p, const GemmShape& s) {
 void CpuGemm(const CpuContext& ctx, const GemmParams& p) {
   const GemmShape s = CheckGemm(p);
   if (s.batch == 0 || s.m == 0 || s.n == 0) return;
-  // One row streaming the weights (a decode): the online prefetch tuner may time it.
-  const OnlineStreamCall call = s.batch == 1 && s.m == 1
-                                    ? BeginOnlineStreamCall(p.b.data(), p.b.nbytes())
-                                    : OnlineStreamCall{};
+  // One row streaming the weights through the dot products, whose prefetch the online tuner
+  // chooses (a decode; not a prompt row or a decode row on tiles under batch invariance): the
+  // tuner may time it.
+  const bool dot_row = s.batch == 1 && s.m == 1 &&
+                       (!ctx.batch_invariant() ||
+                        (p.decode_rows >= 1 && ctx.DecodeRowsPath(p.b) == GemmPath::kFixedDot));
+  const OnlineStreamCall call =
+      dot_row ? BeginOnlineStreamCall(p.b.data(), p.b.nbytes()) : OnlineStreamCall{};
   if (call.candidate < 0) {
     RunGemm(ctx, p, s);
     return;
