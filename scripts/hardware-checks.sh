@@ -22,7 +22,8 @@
 #                     --deterministic with decode rows on tiles for no weight, for weights over
 #                     the default threshold and for every weight (MLASERVE_CPU_DECODE_TILES
 #                     off, unset, all), f32 and bf16 activations; without it (calls of 8-16
-#                     rows on tiles) in f32
+#                     rows on tiles) in f32; bf16 with the tiles off and as by default on two
+#                     threads
 #   cpu_compare.log   tools/bench/compare_llamacpp.sh on every CPU, two rounds, 16 streams
 #                     (needs the archive's llama/ and bench/)
 #   cpu_profile.log   where the CPU time goes on every CPU (MLASERVE_PROFILE=1): a 512-token
@@ -156,13 +157,15 @@ fi
 if grep -qw amx_bf16 /proc/cpuinfo && wanted decode_ab && [ "$(left)" -gt 150 ]; then
   for round in 1 2; do
     for v in "true float32 off" "true float32 -" "true float32 all" "true bfloat16 off" \
-        "true bfloat16 -" "true bfloat16 all" "false float32 -"; do
+        "true bfloat16 -" "true bfloat16 all" "false float32 -" "true bfloat16 off 2" \
+        "true bfloat16 - 2"; do
       set -- $v
       [ "$(left)" -lt 40 ] && { echo "skipped: $(left) s left"; break 2; }
-      echo "== deterministic=$1 dtype=$2 MLASERVE_CPU_DECODE_TILES=$3 round=$round"
+      threads=${4:-$(nproc)}
+      echo "== deterministic=$1 dtype=$2 MLASERVE_CPU_DECODE_TILES=$3 threads=$threads round=$round"
       tiles=$3; [ "$tiles" = - ] && tiles=
       MLASERVE_CPU_DECODE_TILES=$tiles timeout 40 "$bin/mlaserve-graph-bench" --model="$model" \
-          --batches=1,16 --rounds=1 --steps=6 --threads="$(nproc)" --deterministic=$1 \
+          --batches=1,16 --rounds=1 --steps=6 --threads="$threads" --deterministic=$1 \
           --dtype=$2 2>&1 | tail -3
     done
   done > "$out/decode_ab.log" 2>&1
