@@ -162,7 +162,7 @@ struct DotBf16Impl {
   // Requires Takes(g), g.m > 0, g.k > 0. scratch: kGemmScratchFloats.
   static void Run(const GemmArgs& g, float* scratch) {
     uint32_t* a = reinterpret_cast<uint32_t*>(scratch);
-    const StreamTuning tuning = StreamTuningForRows(CurrentStreamTuning(), g.m);
+    const StreamTuning tuning = StreamTuningForRows(CurrentStreamTuning(), g.m, g.k > kDepth);
     constexpr int64_t kL2Bytes = 512 * 1024;
     constexpr int64_t kTile = Gemv::TileRows(kChunkRows);
     const int64_t row_bytes = Lo(g.k, kDepth) * 2;

@@ -367,7 +367,10 @@ struct GemvImpl {
     float* c[M];
     for (int i = 0; i < M; ++i) c[i] = CRow(g, i);
     const TB* b = static_cast<const TB*>(g.b);
-    const StreamTuning tuning = StreamTuningForRows(CurrentStreamTuning(), M);
+    // Passes over every weight row in turn (the loop at the end) stream each row a pass at a
+    // time; the kFixedPassesInFlight branch below reads each row through.
+    const StreamTuning tuning = StreamTuningForRows(
+        CurrentStreamTuning(), M, g.k > kDepth && !(kFixed && kFixedPassesInFlight > 1));
     // With short fixed passes, a tile goes through all of them before the next tile, so that
     // each weight row is still read as one stream (pass by pass over every row, the rows were
     // read a pass at a time: 4 rows 0.45x). The order of each output's sum is the same.

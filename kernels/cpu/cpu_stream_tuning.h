@@ -40,11 +40,16 @@ void SetStreamTuning(const StreamTuning& t);
 // host, where the probe chose `none` for a single row (MLASERVE_BENCH_DETERMINISTIC=1
 // mlaserve-kernel-bench, BM_Gemm/4 and /16, three rounds): none 75-103 and 106-162 GFLOP/s,
 // nta:1 82-90 and 145-157, t1:1 102-127 and 167-185.
-inline StreamTuning StreamTuningForRows(StreamTuning t, int64_t rows) {
-  if (rows > 1) {
-    t.non_temporal = false;
-    if (t.ahead_tiles < 1) t.ahead_tiles = 1;
-  }
+// `strided`: the kernel reads each weight row a depth pass at a time (a weight deeper than one
+// pass, such as a dense MLP's down projection or V2's and V3's o_proj at k = 16384), so each
+// pass streams a chunk of every row at the row stride, which the processor's own prefetchers
+// do not follow from row to row: a single row then also takes at least one tile ahead. On the
+// Zen 4 host (MLASERVE_BENCH_DETERMINISTIC=1 mlaserve-kernel-bench, BM_Gemm/1/2048/10944 with
+// MLASERVE_CPU_PREFETCH forced, three rounds): none 18-20 GB/s, t1:1 28-29, where the one-pass
+// 21888 x 2048 reads 32-35 with either.
+inline StreamTuning StreamTuningForRows(StreamTuning t, int64_t rows, bool strided = false) {
+  if (rows > 1) t.non_temporal = false;
+  if ((rows > 1 || strided) && t.ahead_tiles < 1) t.ahead_tiles = 1;
   return t;
 }
 

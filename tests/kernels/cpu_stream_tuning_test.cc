@@ -31,6 +31,19 @@ TEST(CpuStreamTuningTest, EnvironmentChoiceIsInstalledOnce) {
   unsetenv("MLASERVE_CPU_PREFETCH");
 }
 
+// A single row keeps the choice unless its weights are read a pass at a time; more rows, or
+// strided passes, take at least one tile ahead (into L2 for more rows, where later chunks
+// re-read them).
+TEST(CpuStreamTuningTest, SeveralRowsAndStridedPassesPrefetch) {
+  const StreamTuning none{0, false}, nta{2, true};
+  EXPECT_EQ(StreamTuningName(StreamTuningForRows(none, 1)), "none");
+  EXPECT_EQ(StreamTuningName(StreamTuningForRows(nta, 1)), "nta:2");
+  EXPECT_EQ(StreamTuningName(StreamTuningForRows(none, 1, /*strided=*/true)), "t1:1");
+  EXPECT_EQ(StreamTuningName(StreamTuningForRows(nta, 1, /*strided=*/true)), "nta:2");
+  EXPECT_EQ(StreamTuningName(StreamTuningForRows(none, 4)), "t1:1");
+  EXPECT_EQ(StreamTuningName(StreamTuningForRows(nta, 4)), "t1:2");
+}
+
 TEST(CpuStreamTuningTest, ProbePicksAMeasuredCandidate) {
   CpuBackend cpu(2);
   const StreamTuningChoice choice = ProbeStreamTuning(cpu.context());
