@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <cstdlib>
 #include <memory>
+#include <string>
 
 #include "kernels/check.h"
 #include "kernels/cpu/cpu_bf16_multiply.h"
@@ -57,8 +58,11 @@ CpuBackend::CpuBackend(const CpuKernels& kernels, int num_threads, bool batch_in
       arena_(AllocateArena(pool_->size())),
       ctx_(kernels, *pool_, arena_, batch_invariant, activation_dtype),
       numa_(TriedNumaPlacement(&numa_refused_errno_)),
-      decode_tiles_(ChooseDecodeTiles(std::getenv("MLASERVE_CPU_DECODE_TILES"),
-                                      activation_dtype == DType::kBF16)) {
+      decode_tiles_(kernels.fixed_tiles
+                        ? ChooseDecodeTiles(std::getenv("MLASERVE_CPU_DECODE_TILES"),
+                                            activation_dtype == DType::kBF16)
+                        : DecodeTiles{-1, "no tiles in the " +
+                                              std::string(CpuIsaName(kernels.isa)) + " build"}) {
   ctx_.set_decode_tile_min_bytes(decode_tiles_.min_bytes_per_thread);
   TuneStreaming(ctx_);
 }

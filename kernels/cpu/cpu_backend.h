@@ -48,8 +48,8 @@ class CpuBackend : public HostBackend {
   int num_threads() const { return ctx_.num_threads(); }
   // The kernels, threads and scratch the ops run with (e.g. for TuneStreaming).
   const CpuContext& context() const { return ctx_; }
-  // Which decode rows run on tiles under batch invariance (MLASERVE_CPU_DECODE_TILES, read at
-  // construction; in effect only on builds with CpuKernels::fixed_tiles).
+  // Which decode rows run on tiles under batch invariance: MLASERVE_CPU_DECODE_TILES (read at
+  // construction) on builds with CpuKernels::fixed_tiles, none on the others.
   const DecodeTiles& decode_tiles() const { return decode_tiles_; }
   // Where the pages of its buffers of 2 MiB or more go (cpu_numa.h): chosen at construction
   // from the affinity mask's NUMA nodes and MLASERVE_CPU_NUMA, and tried once on a scratch

@@ -22,7 +22,8 @@ namespace mlaserve {
 struct DecodeTiles {
   // Bytes of a weight per team thread from which its decode rows take the tiles; < 0: none.
   int64_t min_bytes_per_thread = -1;
-  // "default", "MLASERVE_CPU_DECODE_TILES", or the default with the ignored value named.
+  // "default", "MLASERVE_CPU_DECODE_TILES", the default with the ignored value named, or (a
+  // CpuBackend on a build without tiles) why there are none.
   std::string source;
 };
 

@@ -77,19 +77,19 @@ void RunRows(const CpuContext& ctx, const GemmParams& p, const TensorView& a_vie
   });
 }
 
-void RunGemm(const CpuContext& ctx, const GemmParams& p, const GemmShape& s) {
+// decode_path: kBySize for every row when the backend is not batch-invariant; else the path of
+// the decode rows (CpuContext::DecodeRowsPath), the prompt rows always packed, so a row's result
+// does not depend on how many rows of either kind share the call.
+void RunGemm(const CpuContext& ctx, const GemmParams& p, const GemmShape& s,
+             GemmPath decode_path) {
   const int64_t m = s.m;
-  if (!ctx.batch_invariant()) {
+  if (decode_path == GemmPath::kBySize) {
     RunRows(ctx, p, p.a, p.out, GemmPath::kBySize);
     return;
   }
-  // Batch-invariant: decode rows always by dot products (or, for large weights on AMX builds,
-  // always on tiles: CpuContext::DecodeRowsPath), prompt rows always packed, so a row's result
-  // does not depend on how many rows of either kind share the call.
   const int row_dim = s.batched ? 1 : 0;
   const int64_t d = p.decode_rows < 0 ? 0 : (p.decode_rows > m ? m : p.decode_rows);
-  RunRows(ctx, p, p.a.Slice(row_dim, 0, d), p.out.Slice(row_dim, 0, d),
-          ctx.DecodeRowsPath(p.b));
+  RunRows(ctx, p, p.a.Slice(row_dim, 0, d), p.out.Slice(row_dim, 0, d), decode_path);
   RunRows(ctx, p, p.a.Slice(row_dim, d, m - d), p.out.Slice(row_dim, d, m - d),
           GemmPath::kPacked);
 }
@@ -99,20 +99,22 @@ void RunGemm(const CpuContext& ctx, const GemmParams& p, const GemmShape& s) {
 void CpuGemm(const CpuContext& ctx, const GemmParams& p) {
   const GemmShape s = CheckGemm(p);
   if (s.batch == 0 || s.m == 0 || s.n == 0) return;
+  const GemmPath decode_path =
+      ctx.batch_invariant() ? ctx.DecodeRowsPath(p.b) : GemmPath::kBySize;
   // One row streaming the weights through the dot products, whose prefetch the online tuner
   // chooses (a decode; not a prompt row or a decode row on tiles under batch invariance): the
   // tuner may time it.
   const bool dot_row = s.batch == 1 && s.m == 1 &&
-                       (!ctx.batch_invariant() ||
-                        (p.decode_rows >= 1 && ctx.DecodeRowsPath(p.b) == GemmPath::kFixedDot));
+                       (decode_path == GemmPath::kBySize ||
+                        (p.decode_rows >= 1 && decode_path == GemmPath::kFixedDot));
   const OnlineStreamCall call =
       dot_row ? BeginOnlineStreamCall(p.b.data(), p.b.nbytes()) : OnlineStreamCall{};
   if (call.candidate < 0) {
-    RunGemm(ctx, p, s);
+    RunGemm(ctx, p, s, decode_path);
     return;
   }
   const auto start = std::chrono::steady_clock::now();
-  RunGemm(ctx, p, s);
+  RunGemm(ctx, p, s, decode_path);
   EndOnlineStreamCall(
       call, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
 }

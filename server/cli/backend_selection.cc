@@ -68,9 +68,7 @@ std::unique_ptr<Backend> NewLoggedCpuBackend(int num_threads, bool batch_invaria
                            {"l3_bytes", cpu.l3_bytes},
                            {"l3_instances", int64_t{cpu.l3_instances}},
                            {"amx", cpu.amx_bf16},
-                           {"decode_tiles", backend->context().k().fixed_tiles
-                                                ? DecodeTilesName(backend->decode_tiles())
-                                                : std::string("off")},
+                           {"decode_tiles", DecodeTilesName(backend->decode_tiles())},
                            {"decode_tiles_source", backend->decode_tiles().source},
                            {"decode_prefetch", StreamTuningName(tuning.tuning)},
                            {"decode_prefetch_source", tuning.source},

@@ -60,6 +60,8 @@ TEST(DecodeTilesTest, PathFollowsTheWeightOnly) {
   EXPECT_EQ(amx.context().DecodeRowsPath(f32), GemmPath::kFixedDot);
   EXPECT_EQ(amx.context().DecodeRowsPath(batched), GemmPath::kFixedDot);
   EXPECT_EQ(vector.context().DecodeRowsPath(large), GemmPath::kFixedDot);
+  EXPECT_EQ(DecodeTilesName(vector.decode_tiles()), "off");
+  EXPECT_EQ(vector.decode_tiles().source, "no tiles in the avx512_bf16 build");
 }
 
 }  // namespace

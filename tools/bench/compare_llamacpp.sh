@@ -81,8 +81,11 @@ fi
 # "Memory new to the virtual machine"), and mlaserve copies its weights into fresh memory where
 # llama.cpp maps a file the page cache already holds.
 if [ "${WARMUP:-1}" != 0 ]; then
-  "$bin/mlaserve" generate --model="$model" --backend=cpu --threads="$threads"       --dtype="${dtypes%% *}" --prompt_ids="$ids" --max_tokens=8 --ignore_eos --output=json       --max_num_batched_tokens="$pp" --kv_cache_tokens=$((pp + 72)) >/dev/null 2>&1
-  "$peer" --model="$model/model-bf16.gguf" --threads="$threads" --pp=64 --tg=4 --reps=1       >/dev/null 2>&1
+  "$bin/mlaserve" generate --model="$model" --backend=cpu --threads="$threads" \
+      --dtype="${dtypes%% *}" --prompt_ids="$ids" --max_tokens=8 --ignore_eos --output=json \
+      --max_num_batched_tokens="$pp" --kv_cache_tokens=$((pp + 72)) >/dev/null 2>&1
+  "$peer" --model="$model/model-bf16.gguf" --threads="$threads" --pp=64 --tg=4 --reps=1 \
+      >/dev/null 2>&1
 fi
 
 for round in $(seq "$rounds"); do
