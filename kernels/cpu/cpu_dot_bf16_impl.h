@@ -1,10 +1,10 @@
 // The bf16 dot-product GEMM of builds with VDPBF16PS (V::DotBf16; see cpu_gemm_impl.h for the
 // rules of these headers): bf16 activations (GemmArgs::a_bf16) against bf16 weights on the
-// dot-product paths, GemmPath::kFixedDot for any m and kBySize up to kMaxM rows. A chunk of rows
-// of A is rounded to bf16 as 32-bit words (two bf16 of consecutive k), which is how a bf16
-// weight row already lies in memory, so one VDPBF16PS multiplies 32 elements of a row of A by 32
-// of a weight row read in place, where the f32 dot path widens every weight vector and issues
-// two FMAs per 32 elements.
+// dot-product paths, GemmPath::kFixedDot for any m and kBySize up to kMaxM rows. The rows of A
+// are rounded to bf16 as 32-bit words (two bf16 of consecutive k), which is how a bf16 weight
+// row already lies in memory, so one VDPBF16PS multiplies 32 elements of a row of A by 32 of a
+// weight row read in place, where the f32 dot path widens every weight vector and issues two
+// FMAs per 32 elements.
 //
 // Order: every output element has its own accumulator; within a depth pass of kDepth elements
 // its lanes add pairs of products in k order, then the lanes are reduced by V::ReduceAdd and
@@ -12,12 +12,15 @@
 // result does not depend on the rows computed with it (the batch invariance kFixedDot needs).
 // The products are the packed path's exact values; only the order of the sums differs.
 //
-// Blocking: column blocks of weight rows that fit half the L2 (each chunk of rows after the
-// first reads the block from there), chunks of 4 rows of A (16 KiB per pass, in L1) rounded
-// once per block and pass, tiles of up to 6 weight rows (24 accumulators). A region (a block's
-// depth pass) is streamed from memory by its first chunk only; while the later chunks compute
-// from L2, they request the next region into L2, so the stream overlaps the arithmetic instead
-// of waiting for it (NextRegion, Tile's `next`).
+// Blocking: a group of up to kGroupRows rows of A is rounded once per call, every depth pass
+// of it (in L2). The weights are walked once, a tile of up to 6 weight rows (24 accumulators)
+// at a time, and each tile is run for every chunk of 4 rows of the group in turn, the first
+// reading its weight lines from memory and the others from L1. Every chunk requests the lines
+// of the tile `ahead_tiles` on: the requests of one chunk alone, 6 lines a step, came faster
+// than the memory system took them, while spread over the group's chunks they keep the weight
+// stream going while the arithmetic runs (docs/performance.md, "A 16-row bf16 decode GEMM").
+// Column blocks that fit half the L2 order the depth passes of a deep weight: a block's rows
+// pass by pass, then the next block.
 #ifndef MLASERVE_KERNELS_CPU_CPU_DOT_BF16_IMPL_H_
 #define MLASERVE_KERNELS_CPU_CPU_DOT_BF16_IMPL_H_
 
@@ -27,6 +30,7 @@
 #include "kernels/cpu/cpu_gemv_impl.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/cpu_stream_tuning.h"
+#include "kernels/check.h"
 
 namespace mlaserve::cpu_impl {
 
@@ -38,7 +42,7 @@ struct DotBf16Impl {
   static constexpr int64_t kStep = 2 * V::kW;  // k elements per dot-product instruction
   static constexpr int kChunkRows = Gemv::kChunkRows;
   static constexpr int64_t kDepth = 2048;
-  static constexpr int64_t kPitch = kDepth / 2 + 16;  // words per rounded row of a chunk
+  static constexpr int64_t kPitch = kDepth / 2 + 16;  // words per rounded pass of a row
   static_assert(kDepth % kStep == 0 && kChunkRows * kPitch <= kGemmScratchFloats);
   // Rows of A up to which kBySize takes this path rather than the packed one.
   static constexpr int64_t kMaxM = 16;
@@ -64,32 +68,41 @@ struct DotBf16Impl {
     }
   }
 
-  // The weight rows [j_begin, j_end), elements [k0, k0 + kb), of one depth pass of a block.
-  struct Region {
-    int64_t j_begin = 0, j_end = 0, k0 = 0, kb = 0;
-  };
+  // Which lines a tile requests as it goes: none, or the same columns `ahead_tiles` tiles on,
+  // into L2 or past the caches.
+  enum class Requests { kNone, kAheadL2, kAheadNta };
 
-  // C[i][j + r] (+)= A row i · weight row j + r over kb elements, i < M, r < R. next: R weight
-  // rows ldb apart, requested into L2 at the offsets this tile reads (nullptr: none).
+  // C[i][j + r] (+)= A row i · weight row j + r over kb elements, i < M, r < R, requesting
+  // the lines `tuning.ahead_tiles` tiles on as the f32 dot path does (cpu_gemv_impl.h).
   template <int M, int R>
   static void Tile(const uint32_t* a, const uint16_t* b, int64_t ldb, int64_t kb,
-                   float* const* c, int64_t j, bool acc, const StreamTuning& tuning,
-                   const uint16_t* next) {
+                   float* const* c, int64_t j, bool acc, const StreamTuning& tuning) {
+    const uint16_t* rows = b + j * ldb;
+    const int64_t ahead = R * ldb * tuning.ahead_tiles;
+    if (tuning.ahead_tiles == 0) {
+      Steps<M, R, Requests::kNone>(a, rows, ldb, kb, c, j, acc, 0);
+    } else if (tuning.non_temporal) {
+      Steps<M, R, Requests::kAheadNta>(a, rows, ldb, kb, c, j, acc, ahead);
+    } else {
+      Steps<M, R, Requests::kAheadL2>(a, rows, ldb, kb, c, j, acc, ahead);
+    }
+  }
+
+  // Tile's loop for one kind of requests, each at `offset` elements from the line it reads.
+  template <int M, int R, Requests kRequests>
+  static void Steps(const uint32_t* a, const uint16_t* rows, int64_t ldb, int64_t kb,
+                    float* const* c, int64_t j, bool acc, int64_t offset) {
     F s[M][R];
     Gemv::ZeroAll(s);
-    const uint16_t* rows[R];
-    for (int r = 0; r < R; ++r) rows[r] = b + (j + r) * ldb;
-    // The same columns of the weight rows `tuning.ahead_tiles` tiles on, as the f32 dot path
-    // requests them (cpu_gemv_impl.h); Run passes none to the chunks that read from L2.
-    const int64_t ahead = R * ldb * tuning.ahead_tiles;
-    const bool prefetch = tuning.ahead_tiles > 0, nta = tuning.non_temporal;
     auto step = [&](int64_t l, int64_t n) {
       Words bv[R];
 #pragma GCC unroll 16
       for (int r = 0; r < R; ++r) {
-        if (prefetch) Gemv::PrefetchLine(rows[r] + ahead + l, nta);
-        if (next != nullptr) Gemv::PrefetchLine(next + r * ldb + l, false);
-        bv[r] = n >= kStep ? V::LoadBf16(rows[r] + l) : V::LoadBf16N(rows[r] + l, n);
+        const uint16_t* at = rows + r * ldb + l;
+        if constexpr (kRequests != Requests::kNone) {
+          Gemv::PrefetchLine(at + offset, kRequests == Requests::kAheadNta);
+        }
+        bv[r] = n >= kStep ? V::LoadBf16(at) : V::LoadBf16N(at, n);
       }
 #pragma GCC unroll 16
       for (int i = 0; i < M; ++i) {
@@ -109,83 +122,70 @@ struct DotBf16Impl {
     }
   }
 
-  // Which tiles of a chunk request the next region: the later chunks of a region (every chunk
-  // after its first) take turns by tile, so between them they request it once.
-  struct NextShare {
-    const Region* next = nullptr;  // nullptr: this chunk requests nothing
-    int64_t turn = 0, turns = 1;   // tile t requests when t % turns == turn
-  };
+  static constexpr int64_t kTile = Gemv::TileRows(kChunkRows);
+  // Rows of A rounded at once (their every pass, as the scratch allows): each weight tile is
+  // read from memory once per group.
+  static constexpr int64_t kGroupRows = 64;
 
-  // Columns cur.j_begin.. of depth pass cur for rows [i0, i0 + M), their rounded words at a.
-  template <int M>
-  static void Chunk(const GemmArgs& g, const uint32_t* a, int64_t i0, const Region& cur,
-                    bool acc, const StreamTuning& tuning, NextShare share) {
-    constexpr int kRows = Gemv::TileRows(M);
-    float* c[M];
-    for (int i = 0; i < M; ++i) c[i] = Gemv::CRow(g, i0 + i);
-    const uint16_t* b = static_cast<const uint16_t*>(g.b) + cur.k0;
-    int64_t j = cur.j_begin;
-    for (int64_t t = 0; j + kRows <= cur.j_end; j += kRows, ++t) {
-      const uint16_t* next = nullptr;
-      if (share.next != nullptr && t % share.turns == share.turn) {
-        const int64_t jn = share.next->j_begin + (j - cur.j_begin);
-        if (jn + kRows <= share.next->j_end) {
-          next = static_cast<const uint16_t*>(g.b) + jn * g.ldb + share.next->k0;
-        }
-      }
-      Tile<M, kRows>(a, b, g.ldb, cur.kb, c, j, acc, tuning, next);
-    }
-    for (; j < cur.j_end; ++j) Tile<M, 1>(a, b, g.ldb, cur.kb, c, j, acc, tuning, nullptr);
-  }
-
+  using TileFn = void (*)(const uint32_t*, const uint16_t*, int64_t, int64_t, float* const*,
+                          int64_t, bool, const StreamTuning&);
+  // Tile<rows, R> for 1 <= rows <= kChunkRows and R = kTile (wide) or 1.
   template <size_t... I>
-  static void ChunkFor(int64_t rows, std::index_sequence<I...>, const GemmArgs& g,
-                       const uint32_t* a, int64_t i0, const Region& cur, bool acc,
-                       const StreamTuning& tuning, NextShare share) {
-    using Fn = void (*)(const GemmArgs&, const uint32_t*, int64_t, const Region&, bool,
-                        const StreamTuning&, NextShare);
-    static constexpr Fn kTable[] = {&Chunk<static_cast<int>(I) + 1>...};
-    kTable[rows - 1](g, a, i0, cur, acc, tuning, share);
-  }
-
-  // The region after cur in Run's order (passes of a block, then the next block), if any.
-  static bool NextRegion(const GemmArgs& g, int64_t block, const Region& cur, Region* next) {
-    if (cur.k0 + kDepth < g.k) {
-      *next = {cur.j_begin, cur.j_end, cur.k0 + kDepth, Lo(kDepth, g.k - cur.k0 - kDepth)};
-      return true;
-    }
-    if (cur.j_end >= g.n_end) return false;
-    *next = {cur.j_end, Lo(cur.j_end + block, g.n_end), 0, Lo(kDepth, g.k)};
-    return true;
+  static TileFn TileFor(int64_t rows, bool wide, std::index_sequence<I...>) {
+    static constexpr TileFn kWide[] = {&Tile<static_cast<int>(I) + 1, kTile>...};
+    static constexpr TileFn kOne[] = {&Tile<static_cast<int>(I) + 1, 1>...};
+    return (wide ? kWide : kOne)[rows - 1];
   }
 
   // Requires Takes(g), g.m > 0, g.k > 0. scratch: kGemmScratchFloats.
   static void Run(const GemmArgs& g, float* scratch) {
     uint32_t* a = reinterpret_cast<uint32_t*>(scratch);
     const StreamTuning tuning = StreamTuningForRows(CurrentStreamTuning(), g.m, g.k > kDepth);
+    const int64_t passes = (g.k + kDepth - 1) / kDepth;
+    int64_t group = Lo(kGroupRows, kGemmScratchFloats / (passes * kPitch));
+    if (group > kChunkRows) group = group / kChunkRows * kChunkRows;
+    MLASERVE_CHECK(group >= 1);  // k up to kGemmScratchFloats / kPitch passes
+    // A single row's tile is one weight row, one stream (Gemv::TileRows).
+    const int64_t tile = g.m == 1 ? 1 : kTile;
     constexpr int64_t kL2Bytes = 512 * 1024;
-    constexpr int64_t kTile = Gemv::TileRows(kChunkRows);
     const int64_t row_bytes = Lo(g.k, kDepth) * 2;
     const int64_t block =
-        row_bytes * kTile >= kL2Bytes ? kTile : kL2Bytes / row_bytes / kTile * kTile;
-    const int64_t later_chunks = (g.m - 1) / kChunkRows;
-    // Only a region's first chunk reads it from memory, so only it requests lines ahead.
-    StreamTuning from_l2 = tuning;
-    from_l2.ahead_tiles = 0;
-    for (int64_t jb = g.n_begin; jb < g.n_end; jb += block) {
-      const int64_t je = Lo(jb + block, g.n_end);
-      for (int64_t k0 = 0; k0 < g.k; k0 += kDepth) {
-        const Region cur{jb, je, k0, Lo(kDepth, g.k - k0)};
-        Region next;
-        const bool has_next = later_chunks > 0 && NextRegion(g, block, cur, &next);
-        const bool acc = g.accumulate || k0 > 0;
-        for (int64_t i0 = 0; i0 < g.m; i0 += kChunkRows) {
-          const int64_t rows = Lo(kChunkRows, g.m - i0);
-          NextShare share;
-          if (has_next && i0 > 0) share = {&next, i0 / kChunkRows - 1, later_chunks};
-          RoundRows(g, i0, rows, k0, cur.kb, a);
-          ChunkFor(rows, std::make_index_sequence<kChunkRows>(), g, a, i0, cur, acc,
-                   i0 == 0 ? tuning : from_l2, share);
+        row_bytes * tile >= kL2Bytes ? tile : kL2Bytes / row_bytes / tile * tile;
+    const auto chunk_rows = std::make_index_sequence<kChunkRows>();
+    const uint16_t* w = static_cast<const uint16_t*>(g.b);
+    for (int64_t r0 = 0; r0 < g.m; r0 += group) {
+      const int64_t rows = Lo(group, g.m - r0);
+      const int64_t chunks = (rows + kChunkRows - 1) / kChunkRows;
+      float* c[kGroupRows];
+      TileFn wide[kGroupRows / kChunkRows], one[kGroupRows / kChunkRows];
+      for (int64_t i = 0; i < rows; ++i) c[i] = Gemv::CRow(g, r0 + i);
+      for (int64_t q = 0; q < chunks; ++q) {
+        const int64_t m = Lo(kChunkRows, rows - q * kChunkRows);
+        wide[q] = TileFor(m, tile > 1, chunk_rows);
+        one[q] = TileFor(m, false, chunk_rows);
+      }
+      for (int64_t p = 0; p < passes; ++p) {
+        RoundRows(g, r0, rows, p * kDepth, Lo(kDepth, g.k - p * kDepth), a + p * rows * kPitch);
+      }
+      for (int64_t jb = g.n_begin; jb < g.n_end; jb += block) {
+        const int64_t je = Lo(jb + block, g.n_end);
+        for (int64_t p = 0; p < passes; ++p) {
+          const int64_t k0 = p * kDepth, kb = Lo(kDepth, g.k - k0);
+          const bool acc = g.accumulate || k0 > 0;
+          const uint32_t* ap = a + p * rows * kPitch;
+          int64_t j = jb;
+          for (; j + tile <= je; j += tile) {
+            for (int64_t q = 0; q < chunks; ++q) {
+              wide[q](ap + q * kChunkRows * kPitch, w + k0, g.ldb, kb, c + q * kChunkRows, j,
+                      acc, tuning);
+            }
+          }
+          for (; j < je; ++j) {
+            for (int64_t q = 0; q < chunks; ++q) {
+              one[q](ap + q * kChunkRows * kPitch, w + k0, g.ldb, kb, c + q * kChunkRows, j,
+                     acc, tuning);
+            }
+          }
         }
       }
     }
