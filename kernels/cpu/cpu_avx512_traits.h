@@ -56,7 +56,40 @@ struct Avx512 {
   static F Div(F a, F b) { return _mm512_div_ps(a, b); }
   static F Max(F a, F b) { return _mm512_max_ps(a, b); }
   static F Fma(F a, F b, F c) { return _mm512_fmadd_ps(a, b, c); }
-  static float ReduceAdd(F x) { return _mm512_reduce_add_ps(x); }
+  // The sum of the lanes as a tree of halves: lane l + lane l + 8, then + 4, + 2, + 1 (the
+  // order of GCC's _mm512_reduce_add_ps, spelled out so that no compiler reassociates it).
+  static float ReduceAdd(F x) {
+    const __m256 h = _mm256_add_ps(_mm512_castps512_ps256(x), _mm512_extractf32x8_ps(x, 1));
+    __m128 q = _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
+    q = _mm_add_ps(q, _mm_permute_ps(q, 0x4e));
+    return _mm_cvtss_f32(_mm_add_ss(q, _mm_movehdup_ps(q)));
+  }
+  // Lane i: ReduceAdd(y[i]), bit for bit (every sum in the same order), for 16 vectors at
+  // once: each level of the tree adds the halves of two vectors in one instruction.
+  static F ReduceAdd16(const F (&y)[16]) {
+    auto halves = [](F a, F b) {  // lanes l + l + 8 of a, then of b
+      return _mm512_add_ps(_mm512_shuffle_f32x4(a, b, 0x44), _mm512_shuffle_f32x4(a, b, 0xee));
+    };
+    auto quarters = [](F a, F b) {  // per 256-bit half, lanes l + l + 4
+      return _mm512_add_ps(_mm512_shuffle_f32x4(a, b, 0x88), _mm512_shuffle_f32x4(a, b, 0xdd));
+    };
+    auto pairs = [](F a, F b) {  // per 128-bit lane, l + l + 2
+      return _mm512_add_ps(_mm512_shuffle_ps(a, b, 0x44), _mm512_shuffle_ps(a, b, 0xee));
+    };
+    auto ones = [](F a, F b) {  // per 128-bit lane, l + l + 1
+      return _mm512_add_ps(_mm512_shuffle_ps(a, b, 0x88), _mm512_shuffle_ps(a, b, 0xdd));
+    };
+    // The tree leaves input 4t + q's sum in lane 4q + t, so the inputs go in transposed.
+    F t[8];
+#pragma GCC unroll 8
+    for (int i = 0; i < 8; ++i) {
+      const int p = 2 * i, n = p + 1;
+      t[i] = halves(y[(p % 4) * 4 + p / 4], y[(n % 4) * 4 + n / 4]);
+    }
+    const F v0 = quarters(t[0], t[1]), v1 = quarters(t[2], t[3]);
+    const F v2 = quarters(t[4], t[5]), v3 = quarters(t[6], t[7]);
+    return ones(pairs(v0, v1), pairs(v2, v3));
+  }
   static float Lane0(F x) { return _mm512_cvtss_f32(x); }
 
   // exp(x) = 2^n · exp(r), |r| <= ln2/2, exp(r) by its degree-7 Taylor polynomial (error below
