@@ -114,29 +114,18 @@ struct DotBf16Impl {
     int64_t l = 0;
     for (; l + kStep <= kb; l += kStep) step(l, kStep);
     if (l < kb) step(l, kb - l);  // A's words are zero past kb; B's elements are masked to zero
-    if constexpr (M * R == 1) {
-      const float v = V::ReduceAdd(s[0][0]);
-      c[0][j] = acc ? c[0][j] + v : v;
-    } else {
-      // Sixteen reductions at a time (the same sums as V::ReduceAdd): at a shallow depth
-      // (the per-head products of k = 128 and 512) one at a time they outweighed the products.
-      constexpr int kGroups = (M * R + 15) / 16;
-      alignas(64) float sums[kGroups * 16];
-#pragma GCC unroll 2
-      for (int q = 0; q < kGroups; ++q) {
-        F x[16];
+    F sum[M * R];
 #pragma GCC unroll 16
-        for (int e = 0; e < 16; ++e) {
-          const int at = q * 16 + e;
-          x[e] = at < M * R ? s[at / R][at % R] : V::Zero();
-        }
-        V::Store(sums + q * 16, V::ReduceAdd16(x));
-      }
-      for (int i = 0; i < M; ++i) {
-        for (int r = 0; r < R; ++r) {
-          const float v = sums[i * R + r];
-          c[i][j + r] = acc ? c[i][j + r] + v : v;
-        }
+    for (int i = 0; i < M; ++i) {
+#pragma GCC unroll 16
+      for (int r = 0; r < R; ++r) sum[i * R + r] = s[i][r];
+    }
+    alignas(64) float sums[Gemv::SumsFor(M * R)];
+    Gemv::ReduceAll(sum, sums);
+    for (int i = 0; i < M; ++i) {
+      for (int r = 0; r < R; ++r) {
+        const float v = sums[i * R + r];
+        c[i][j + r] = acc ? c[i][j + r] + v : v;
       }
     }
   }
