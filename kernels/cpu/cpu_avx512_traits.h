@@ -66,7 +66,7 @@ struct Avx512 {
   }
   // Lane i: ReduceAdd(y[i]), bit for bit (every sum in the same order), for 16 vectors at
   // once: each level of the tree adds the halves of two vectors in one instruction.
-  static F ReduceAdd16(const F (&y)[16]) {
+  static F ReduceAddLanes(const F (&y)[kW]) {
     auto halves = [](F a, F b) {  // lanes l + l + 8 of a, then of b
       return _mm512_add_ps(_mm512_shuffle_f32x4(a, b, 0x44), _mm512_shuffle_f32x4(a, b, 0xee));
     };

@@ -19,9 +19,8 @@
 // the lines of the tile `ahead_tiles` on: with the first chunk alone requesting them the walk
 // was no faster than the block order before it, with every chunk 1.2-1.3x on a Zen 4 host, the
 // stream then going on while the arithmetic runs (docs/performance.md, "A 16-row bf16 decode
-// GEMM").
-// Column blocks that fit half the L2 order the depth passes of a deep weight: a block's rows
-// pass by pass, then the next block.
+// GEMM"). Column blocks that fit half the L2 order the depth passes of a deep weight: a
+// block's rows pass by pass, then the next block.
 #ifndef MLASERVE_KERNELS_CPU_CPU_DOT_BF16_IMPL_H_
 #define MLASERVE_KERNELS_CPU_CPU_DOT_BF16_IMPL_H_
 

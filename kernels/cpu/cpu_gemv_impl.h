@@ -69,14 +69,15 @@ struct GemvImpl {
     }
   }
 
-  // sums[e] = V::ReduceAdd(x[e]) for e < N, bit for bit: sixteen at a time where the build has
-  // V::ReduceAdd16 (AVX-512), which at a shallow depth (the per-head products of k = 128 and
-  // 512) made a tile's reductions outweigh its products no longer. sums holds SumsFor(N).
-  static constexpr int SumsFor(int n) { return (n + 15) / 16 * 16; }
+  // sums[e] = V::ReduceAdd(x[e]) for e < N, bit for bit: a vector's worth at a time where the
+  // build has V::ReduceAddLanes (AVX-512); one at a time, at a shallow depth (the per-head
+  // products of k = 128 and 512), they outweighed a tile's products. sums holds SumsFor(N)
+  // floats.
+  static constexpr int SumsFor(int n) { return (n + kW - 1) / kW * kW; }
   template <int N>
   [[gnu::always_inline]] static inline void ReduceAll(const F (&x)[N], float* sums) {
-    if constexpr (N > 1 && requires(const F (&y)[16]) { V::ReduceAdd16(y); }) {
-      ReduceGroups(x, sums, std::make_integer_sequence<int, SumsFor(N) / 16>());
+    if constexpr (N > 1 && requires(const F (&y)[kW]) { V::ReduceAddLanes(y); }) {
+      ReduceGroups(x, sums, std::make_integer_sequence<int, SumsFor(N) / kW>());
     } else {
 #pragma GCC unroll 16
       for (int e = 0; e < N; ++e) sums[e] = V::ReduceAdd(x[e]);
@@ -85,14 +86,14 @@ struct GemvImpl {
   template <int N, int... kQ>
   [[gnu::always_inline]] static inline void ReduceGroups(const F (&x)[N], float* sums,
                                                          std::integer_sequence<int, kQ...>) {
-    (ReduceGroup<N, 16 * kQ>(x, sums), ...);
+    (ReduceGroup<N, kW * kQ>(x, sums), ...);
   }
   template <int N, int kFirst>
   [[gnu::always_inline]] static inline void ReduceGroup(const F (&x)[N], float* sums) {
-    F y[16];
+    F y[kW];
 #pragma GCC unroll 16
-    for (int e = 0; e < 16; ++e) y[e] = kFirst + e < N ? x[kFirst + e] : V::Zero();
-    V::Store(sums + kFirst, V::ReduceAdd16(y));
+    for (int e = 0; e < kW; ++e) y[e] = kFirst + e < N ? x[kFirst + e] : V::Zero();
+    V::Store(sums + kFirst, V::ReduceAddLanes(y));
   }
 
   // Requests the line at p ahead of its use: into L2, or past the caches (non_temporal).

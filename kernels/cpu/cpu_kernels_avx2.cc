@@ -48,6 +48,7 @@ struct Avx2 {
   static F Div(F a, F b) { return _mm256_div_ps(a, b); }
   static F Max(F a, F b) { return _mm256_max_ps(a, b); }
   static F Fma(F a, F b, F c) { return _mm256_fmadd_ps(a, b, c); }
+  // The sum of the lanes as a tree of halves: lane l + lane l + 4, then + 2, + 1.
   static float ReduceAdd(F x) {
     __m128 s = _mm_add_ps(_mm256_castps256_ps128(x), _mm256_extractf128_ps(x, 1));
     s = _mm_add_ps(s, _mm_movehl_ps(s, s));
