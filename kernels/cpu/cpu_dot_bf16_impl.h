@@ -92,8 +92,9 @@ struct DotBf16Impl {
   template <int M, int R, Requests kRequests>
   static void Steps(const uint32_t* a, const uint16_t* rows, int64_t ldb, int64_t kb,
                     float* const* c, int64_t j, bool acc, int64_t offset) {
-    F s[M][R];
-    Gemv::ZeroAll(s);
+    F s[M * R];  // element (i, r) at i * R + r
+#pragma GCC unroll 32
+    for (int e = 0; e < M * R; ++e) s[e] = V::Zero();
     auto step = [&](int64_t l, int64_t n) {
       Words bv[R];
 #pragma GCC unroll 16
@@ -108,26 +109,13 @@ struct DotBf16Impl {
       for (int i = 0; i < M; ++i) {
         const Words av = V::LoadWords(a + i * kPitch + l / 2);
 #pragma GCC unroll 16
-        for (int r = 0; r < R; ++r) s[i][r] = V::DotBf16(s[i][r], av, bv[r]);
+        for (int r = 0; r < R; ++r) s[i * R + r] = V::DotBf16(s[i * R + r], av, bv[r]);
       }
     };
     int64_t l = 0;
     for (; l + kStep <= kb; l += kStep) step(l, kStep);
     if (l < kb) step(l, kb - l);  // A's words are zero past kb; B's elements are masked to zero
-    F sum[M * R];
-#pragma GCC unroll 16
-    for (int i = 0; i < M; ++i) {
-#pragma GCC unroll 16
-      for (int r = 0; r < R; ++r) sum[i * R + r] = s[i][r];
-    }
-    alignas(64) float sums[Gemv::SumsFor(M * R)];
-    Gemv::ReduceAll(sum, sums);
-    for (int i = 0; i < M; ++i) {
-      for (int r = 0; r < R; ++r) {
-        const float v = sums[i * R + r];
-        c[i][j + r] = acc ? c[i][j + r] + v : v;
-      }
-    }
+    Gemv::template StoreSums<M, R>(s, c, j, acc);
   }
 
   static constexpr int64_t kTile = Gemv::TileRows(kChunkRows);

@@ -4,7 +4,8 @@
 // every instantiation below has internal linkage and no ISA's code can leak into another.
 //
 // V provides: F (a vector of kW floats), Zero, Set1, Load/LoadN (f32 or bf16 source, LoadN
-// zero-fills lanes >= n), Store/StoreN, Add, Fma(a, b, c) = a * b + c, ReduceAdd,
+// zero-fills lanes >= n), Store/StoreN, Add, Fma(a, b, c) = a * b + c, ReduceAdd (and
+// optionally ReduceAddLanes: kW of them at once, the same sums bit for bit),
 // LoadBf16Pairs (kW 32-bit words, each two bf16 of consecutive k, split into the even-k and
 // odd-k f32 vectors), Transpose32 (a kW x kW transpose of 32-bit words), the blocking
 // constants kGemmMr and kGemmNv, and kRegisters (vector registers, which bound the tiles).

@@ -60,24 +60,27 @@ struct GemvImpl {
     return g;
   }
 
+  // C[i][j + r] (+)= V::ReduceAdd(x[i * R + r]) for i < M, r < R (a tile's sums), bit for
+  // bit: a vector's worth at a time where the build has V::ReduceAddLanes (AVX-512); one at a
+  // time, at a shallow depth (the per-head products of k = 128 and 512), they outweighed a
+  // tile's products.
   template <int M, int R>
-  [[gnu::always_inline]] static inline void ZeroAll(F (&s)[M][R]) {
-#pragma GCC unroll 16
+  [[gnu::always_inline]] static inline void StoreSums(const F (&x)[M * R], float* const* c,
+                                                      int64_t j, bool acc) {
+    alignas(64) float sums[(M * R + kW - 1) / kW * kW];
+    ReduceAll(x, sums);
     for (int i = 0; i < M; ++i) {
-#pragma GCC unroll 16
-      for (int r = 0; r < R; ++r) s[i][r] = V::Zero();
+      for (int r = 0; r < R; ++r) {
+        const float v = sums[i * R + r];
+        c[i][j + r] = acc ? c[i][j + r] + v : v;
+      }
     }
   }
-
-  // sums[e] = V::ReduceAdd(x[e]) for e < N, bit for bit: a vector's worth at a time where the
-  // build has V::ReduceAddLanes (AVX-512); one at a time, at a shallow depth (the per-head
-  // products of k = 128 and 512), they outweighed a tile's products. sums holds SumsFor(N)
-  // floats.
-  static constexpr int SumsFor(int n) { return (n + kW - 1) / kW * kW; }
+  // sums[e] = V::ReduceAdd(x[e]) for e < N; sums holds N rounded up to whole vectors.
   template <int N>
   [[gnu::always_inline]] static inline void ReduceAll(const F (&x)[N], float* sums) {
     if constexpr (N > 1 && requires(const F (&y)[kW]) { V::ReduceAddLanes(y); }) {
-      ReduceGroups(x, sums, std::make_integer_sequence<int, SumsFor(N) / kW>());
+      ReduceGroups(x, sums, std::make_integer_sequence<int, (N + kW - 1) / kW>());
     } else {
 #pragma GCC unroll 16
       for (int e = 0; e < N; ++e) sums[e] = V::ReduceAdd(x[e]);
@@ -203,14 +206,7 @@ struct GemvImpl {
         sum[i * R + r] = t[0];
       }
     }
-    alignas(64) float sums[SumsFor(M * R)];
-    ReduceAll(sum, sums);
-    for (int i = 0; i < M; ++i) {
-      for (int r = 0; r < R; ++r) {
-        const float v = sums[i * R + r];
-        c[i][j + r] = acc ? c[i][j + r] + v : v;
-      }
-    }
+    StoreSums<M, R>(sum, c, j, acc);
   }
 
   // Depth per pass under GemmPath::kFixedDot, whatever M: each output element is then the
