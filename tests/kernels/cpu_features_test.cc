@@ -24,7 +24,7 @@ using test::ProcCpuinfoFlags;
 // The processor's brand string (cpuid leaves 0x80000002-0x80000004) without the spaces around
 // it; empty when the processor has none.
 std::string CpuidBrand() {
-  if (__get_cpuid_max(0x80000000, nullptr) < 0x80000004) return "";
+  if (static_cast<unsigned>(__get_cpuid_max(0x80000000, nullptr)) < 0x80000004) return "";
   std::string brand;
   for (unsigned leaf = 0x80000002; leaf <= 0x80000004; ++leaf) {
     unsigned regs[4];
