@@ -60,6 +60,9 @@ struct GemvImpl {
     return g;
   }
 
+  // Vectors that hold n floats.
+  static constexpr int VectorsFor(int n) { return (n + kW - 1) / kW; }
+
   // C[i][j + r] (+)= V::ReduceAdd(x[i * R + r]) for i < M, r < R (a tile's sums), bit for
   // bit: a vector's worth at a time where the build has V::ReduceAddLanes (AVX-512); one at a
   // time, at a shallow depth (the per-head products of k = 128 and 512), they outweighed a
@@ -67,7 +70,7 @@ struct GemvImpl {
   template <int M, int R>
   [[gnu::always_inline]] static inline void StoreSums(const F (&x)[M * R], float* const* c,
                                                       int64_t j, bool acc) {
-    alignas(64) float sums[(M * R + kW - 1) / kW * kW];
+    alignas(64) float sums[VectorsFor(M * R) * kW];
     ReduceAll(x, sums);
     for (int i = 0; i < M; ++i) {
       for (int r = 0; r < R; ++r) {
@@ -76,11 +79,11 @@ struct GemvImpl {
       }
     }
   }
-  // sums[e] = V::ReduceAdd(x[e]) for e < N; sums holds N rounded up to whole vectors.
+  // sums[e] = V::ReduceAdd(x[e]) for e < N; sums holds VectorsFor(N) vectors.
   template <int N>
   [[gnu::always_inline]] static inline void ReduceAll(const F (&x)[N], float* sums) {
     if constexpr (N > 1 && requires(const F (&y)[kW]) { V::ReduceAddLanes(y); }) {
-      ReduceGroups(x, sums, std::make_integer_sequence<int, (N + kW - 1) / kW>());
+      ReduceGroups(x, sums, std::make_integer_sequence<int, VectorsFor(N)>());
     } else {
 #pragma GCC unroll 16
       for (int e = 0; e < N; ++e) sums[e] = V::ReduceAdd(x[e]);

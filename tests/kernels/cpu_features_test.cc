@@ -21,19 +21,15 @@ namespace {
 using test::ProcCpuinfoField;
 using test::ProcCpuinfoFlags;
 
-// The processor's brand string (cpuid leaves 0x80000002-0x80000004) without the spaces around
-// it; empty when the processor has none.
+// The processor's brand string as cpuid gives it now (leaves 0x80000002-0x80000004, 48 bytes,
+// nul-padded) without the spaces around it; empty when the processor has none.
 std::string CpuidBrand() {
+  unsigned regs[13] = {};  // the 48 bytes and a terminating zero
   if (static_cast<unsigned>(__get_cpuid_max(0x80000000, nullptr)) < 0x80000004) return "";
-  std::string brand;
-  for (unsigned leaf = 0x80000002; leaf <= 0x80000004; ++leaf) {
-    unsigned regs[4];
-    __cpuid(leaf, regs[0], regs[1], regs[2], regs[3]);
-    for (unsigned r : regs) {
-      for (int byte = 0; byte < 4; ++byte) brand.push_back(static_cast<char>(r >> (8 * byte)));
-    }
+  for (unsigned i = 0; i < 3; ++i) {
+    __cpuid(0x80000002 + i, regs[4 * i], regs[4 * i + 1], regs[4 * i + 2], regs[4 * i + 3]);
   }
-  brand.resize(brand.find('\0') == std::string::npos ? brand.size() : brand.find('\0'));
+  const std::string brand(reinterpret_cast<const char*>(regs));
   const size_t first = brand.find_first_not_of(' ');
   if (first == std::string::npos) return "";
   return brand.substr(first, brand.find_last_not_of(' ') - first + 1);
