@@ -219,54 +219,16 @@ struct GemvImpl {
   // 512 cut it into four strided passes. Measured on lite-slice-4 (AMD EPYC,
   // docs/performance.md): batch-1 decode 42-43 -> 39-40 ms, batches 8 and 16 no slower.
   // With AVX2 a pass's single chain caps a single row at one 8-lane vector per FMA latency, so
-  // there passes are 512 deep, a single row sweeps its row once with kFixedPassesInFlight
-  // passes side by side (GemvRowPasses: the same sums, independent chains), and a tile of more
-  // rows goes through all its passes before the next (Gemv). `MLASERVE_CPU_ISA=avx2` on the
-  // Zen 4 host, one thread: one row 15-16 -> 19-25 GB/s, 4 and 16 rows 0.94-1.12x; the replayed
-  // step (mlaserve-graph-bench --deterministic): batch 1 on one thread 68.2 -> 40.1 ms, batch
-  // 16 on two 182-184 -> 155-160 ms.
+  // there passes are 512 deep and a single row takes kFixedSingleRowTile weight rows a tile:
+  // each weight row keeps its one chain, the tile's rows give the independent ones, and a tile
+  // goes through all its passes before the next (Gemv), so each weight row is still read
+  // through at once. (Four passes of one weight row side by side, the form before, read the
+  // row as four interleaved streams 1 KiB apart: on a Zen 3 EPYC host, mlaserve-kernel-ab
+  // --deterministic, two threads, 1 x 21888 x 2048 11.4 GB/s against 18.6-19.6 with tiles of
+  // 2, 3 or 4 rows, docs/performance.md.)
   static constexpr int64_t kFixedDepth = kW == 8 ? 512 : 4096;
-  static constexpr int kFixedPassesInFlight = kW == 8 ? 4 : 1;
-
-  // Weight row j of a single row of A under kFixed: the passes of kFixedDepth of
-  // [0, k), each summed as GemvTile sums it, reduced, and added to c in pass order; groups of
-  // kFixedPassesInFlight whole passes run side by side in one sweep along the row. `a`: the
-  // whole row of A.
-  template <class TB>
-  static void GemvRowPasses(const float* a, const TB* b, int64_t ldb, int64_t k, float* c,
-                            int64_t j, bool accumulate, const StreamTuning& tuning) {
-    constexpr int P = kFixedPassesInFlight;
-    constexpr int64_t D = kFixedDepth;
-    const TB* row = b + j * ldb;
-    const int64_t ahead = ldb * tuning.ahead_tiles;
-    const bool prefetch = tuning.ahead_tiles > 0, nta = tuning.non_temporal;
-    bool acc = accumulate;
-    int64_t p0 = 0;
-    for (; (p0 + P) * D <= k; p0 += P) {
-      F s[P];
-#pragma GCC unroll 4
-      for (int q = 0; q < P; ++q) s[q] = V::Zero();
-      for (int64_t l = 0; l < D; l += kW) {
-#pragma GCC unroll 4
-        for (int q = 0; q < P; ++q) {
-          const int64_t at = (p0 + q) * D + l;
-          if (prefetch) PrefetchLine(row + ahead + at, nta);
-          s[q] = V::Fma(V::Load(a + at), V::Load(row + at), s[q]);
-        }
-      }
-      for (int q = 0; q < P; ++q) {
-        const float v = V::ReduceAdd(s[q]);
-        c[j] = acc ? c[j] + v : v;
-        acc = true;
-      }
-    }
-    for (int64_t k0 = p0 * D; k0 < k; k0 += D) {
-      const float* a_pass[1] = {a + k0};
-      float* c_row[1] = {c};
-      GemvTile<TB, 1, 1>(a_pass, b + k0, ldb, Lo(D, k - k0), c_row, j, acc, tuning);
-      acc = true;
-    }
-  }
+  static constexpr bool kFixedRowTiles = kW == 8;
+  static constexpr int kFixedSingleRowTile = 3;
 
   // Depth per pass for a single row outside kFixed: one pass over any hidden size or MLP width
   // of the DeepSeek family, so each weight row is one sequential stream; the row of A (up to
@@ -305,7 +267,8 @@ struct GemvImpl {
   // streams on current hosts (`MLASERVE_CPU_ISA=avx2`, one thread, on the Zen 4 host: 14-17
   // GB/s with one chain, 21-29 with four). Under kFixed (--deterministic, the default) every
   // row count must sum in the same order, so the chains stay one and a single row takes its
-  // independent ones from passes instead (kFixedPassesInFlight); two chains for every row count
+  // independent ones from a tile of weight rows instead (kFixedSingleRowTile); two chains for
+  // every row count
   // measured 0.65-0.7x at 4 and 16 rows. AVX-512 keeps one everywhere (two or four measured no
   // faster on that host, some shapes slower).
   static constexpr int Chains(int m, bool fixed) {
@@ -390,7 +353,8 @@ struct GemvImpl {
   template <class TB, int M, bool kFixed>
   static void Gemv(const GemmArgs& g, float* scratch, PreparedA prepared) {
     constexpr int kChains = Chains(M, kFixed);
-    constexpr int kRows = DotTileRows<TB>(M);
+    constexpr bool kTilePasses = kFixed && kFixedRowTiles;
+    constexpr int kRows = kTilePasses && M == 1 ? kFixedSingleRowTile : DotTileRows<TB>(M);
     // Depth per pass: the M rows of A (32 KiB) stay in L1 while every weight row of the
     // thread streams past them once per pass; A read from L2 instead would limit the stream.
     // They are copied at a pitch of kDepth plus one cache line: rows of A (and B) a multiple
@@ -404,13 +368,13 @@ struct GemvImpl {
     for (int i = 0; i < M; ++i) c[i] = CRow(g, i);
     const TB* b = static_cast<const TB*>(g.b);
     // Passes over every weight row in turn (the loop at the end) stream each row a pass at a
-    // time; the kFixedPassesInFlight branch below reads each row through.
-    const StreamTuning tuning = StreamTuningForRows(
-        CurrentStreamTuning(), M, g.k > kDepth && !(kFixed && kFixedPassesInFlight > 1));
+    // time; the kTilePasses branch below reads each tile's rows through.
+    const StreamTuning tuning =
+        StreamTuningForRows(CurrentStreamTuning(), M, g.k > kDepth && !kTilePasses);
     // With short fixed passes, a tile goes through all of them before the next tile, so that
-    // each weight row is still read as one stream (pass by pass over every row, the rows were
+    // each weight row is still read through at once (pass by pass over every row, the rows were
     // read a pass at a time: 4 rows 0.45x). The order of each output's sum is the same.
-    if constexpr (kFixed && kFixedPassesInFlight > 1) {
+    if constexpr (kTilePasses) {
       const int64_t pitch = g.k + 16;
       if (prepared.rows != nullptr || M * pitch <= kGemmScratchFloats) {
         const float* rows = prepared.rows;
@@ -420,28 +384,22 @@ struct GemvImpl {
           rows = scratch;
           rows_pitch = pitch;
         }
-        if constexpr (M == 1) {
-          for (int64_t j = g.n_begin; j < g.n_end; ++j) {
-            GemvRowPasses(rows, b, g.ldb, g.k, c[0], j, g.accumulate, tuning);
+        auto tile_passes = [&](int64_t j, auto tile) {
+          for (int64_t k0 = 0; k0 < g.k; k0 += kDepth) {
+            for (int i = 0; i < M; ++i) a[i] = rows + i * rows_pitch + k0;
+            tile(j, k0, Lo(kDepth, g.k - k0), g.accumulate || k0 > 0);
           }
-        } else {
-          auto tile_passes = [&](int64_t j, auto tile) {
-            for (int64_t k0 = 0; k0 < g.k; k0 += kDepth) {
-              for (int i = 0; i < M; ++i) a[i] = rows + i * rows_pitch + k0;
-              tile(j, k0, Lo(kDepth, g.k - k0), g.accumulate || k0 > 0);
-            }
-          };
-          int64_t j = g.n_begin;
-          for (; j + kRows <= g.n_end; j += kRows) {
-            tile_passes(j, [&](int64_t jj, int64_t k0, int64_t kb, bool acc) {
-              GemvTile<TB, M, kRows, kChains>(a, b + k0, g.ldb, kb, c, jj, acc, tuning);
-            });
-          }
-          for (; j < g.n_end; ++j) {
-            tile_passes(j, [&](int64_t jj, int64_t k0, int64_t kb, bool acc) {
-              GemvTile<TB, M, 1, kChains>(a, b + k0, g.ldb, kb, c, jj, acc, tuning);
-            });
-          }
+        };
+        int64_t j = g.n_begin;
+        for (; j + kRows <= g.n_end; j += kRows) {
+          tile_passes(j, [&](int64_t jj, int64_t k0, int64_t kb, bool acc) {
+            GemvTile<TB, M, kRows, kChains>(a, b + k0, g.ldb, kb, c, jj, acc, tuning);
+          });
+        }
+        for (; j < g.n_end; ++j) {
+          tile_passes(j, [&](int64_t jj, int64_t k0, int64_t kb, bool acc) {
+            GemvTile<TB, M, 1, kChains>(a, b + k0, g.ldb, kb, c, jj, acc, tuning);
+          });
         }
         return;
       }

@@ -9,11 +9,13 @@
 // Cases: the prompt GEMMs of a 512-token prefill at DeepSeek-V2-Lite's shapes (bf16 weights,
 // m x n x k), one expert's gate ‖ up and down projections of 48 rows, the two largest GEMMs of
 // a decode step of one row and of 16 (the lm_head, also of 4 rows, and the dense layer's gate ‖
-// up), and the routed experts of 1, 16 and 512 tokens (uniform routing, as
-// mlaserve-kernel-bench's BM_MoeExperts).
+// up), the dense layer's down projection of one row (a weight deeper than one depth pass), and
+// the routed experts of 1, 16 and 512 tokens (uniform routing, as mlaserve-kernel-bench's
+// BM_MoeExperts). With --deterministic the backends are batch-invariant and the cases of up to
+// 16 rows or tokens are decode rows, as in the daemon's default decode steps.
 //
 //   mlaserve-kernel-ab --builds=amx_bf16,avx512_bf16 [--threads=0] [--dtype=float32]
-//       [--seconds=30] [--cases=512x2048x2048,experts512]
+//       [--deterministic] [--seconds=30] [--cases=512x2048x2048,experts512]
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
@@ -47,6 +49,8 @@ ABSL_FLAG(int, threads, 0, "threads of every backend (0 = every core)");
 ABSL_FLAG(std::string, dtype, "float32", "activation dtype, as the daemon's --dtype");
 ABSL_FLAG(double, seconds, 30, "rounds are started until this much time has passed");
 ABSL_FLAG(std::string, cases, "", "cases to run, comma-separated (default: all)");
+ABSL_FLAG(bool, deterministic, false,
+          "batch-invariant backends, as the daemon's --deterministic (its default) runs them");
 
 namespace mlaserve {
 namespace {
@@ -57,6 +61,10 @@ using bench::kExperts;
 using bench::kHidden;
 using bench::kTopK;
 using bench::Median;
+
+// Cases of up to this many rows (tokens) are decode rows: a batch-invariant backend takes them
+// through the decode path the daemon's steps take (GemmParams::decode_rows), not the prompt's.
+constexpr int64_t kDecodeRows = 16;
 
 struct Case {
   std::string name;
@@ -78,7 +86,8 @@ class Cases {
                            {1, 21888, kHidden},
                            {4, 102400, kHidden},
                            {16, 102400, kHidden},
-                           {16, 21888, kHidden}}) {
+                           {16, 21888, kHidden},
+                           {1, kHidden, 10944}}) {
       AddGemm(m, n, k);
     }
     for (int64_t tokens : {1, 16, 512}) AddExperts(tokens);
@@ -96,7 +105,10 @@ class Cases {
     const Buffer* b = Keep(Buffer(alloc_, DType::kBF16, {n, k}, 2));
     const Buffer* out = Keep(Buffer(alloc_, DType::kF32, {m, n}));
     cases_.push_back({absl::StrCat(m, "x", n, "x", k), 2.0 * m * n * k, [=](Backend& cpu) {
-                        cpu.Gemm({.a = a->view, .b = b->view, .out = out->view});
+                        cpu.Gemm({.a = a->view,
+                                  .b = b->view,
+                                  .out = out->view,
+                                  .decode_rows = m <= kDecodeRows ? m : 0});
                       }});
   }
 
@@ -118,7 +130,8 @@ class Cases {
         .workspace_gate_up = Keep(Buffer(alloc_, DType::kF32, {len, 2 * kExpertInter}))->view,
         .workspace_act = Keep(Buffer(alloc_, DType::kF32, {len, kExpertInter}))->view,
         .workspace_down = Keep(Buffer(alloc_, DType::kF32, {len, kHidden}))->view,
-        .out = Keep(Buffer(alloc_, DType::kF32, {tokens, kHidden}))->view};
+        .out = Keep(Buffer(alloc_, DType::kF32, {tokens, kHidden}))->view,
+        .decode_tokens = tokens <= kDecodeRows ? tokens : 0};
     auto rotation = std::make_shared<std::vector<MoeExpertsParams>>();
     for (int i = 0; i < (tokens == 1 ? 16 : 1); ++i) {
       routings_.push_back(std::make_unique<bench::Routing>(alloc_, tokens, rng));
@@ -173,7 +186,8 @@ int Run() {
     }
     names.push_back(name);
     backends.push_back(std::make_unique<CpuBackend>(GetCpuKernels(*isa),
-                                                    absl::GetFlag(FLAGS_threads), false, *dtype));
+                                                    absl::GetFlag(FLAGS_threads),
+                                                    absl::GetFlag(FLAGS_deterministic), *dtype));
   }
   if (backends.size() < 2) {
     std::fprintf(stderr, "--builds: name at least two kernel builds\n");
