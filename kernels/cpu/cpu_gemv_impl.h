@@ -218,11 +218,12 @@ struct GemvImpl {
   // pass: a batch-1 row (16 KiB) stays in L1 and each weight row streams through once, where
   // 512 cut it into four strided passes. Measured on lite-slice-4 (AMD EPYC,
   // docs/performance.md): batch-1 decode 42-43 -> 39-40 ms, batches 8 and 16 no slower.
-  // With AVX2 a pass's single chain caps a single row at one 8-lane vector per FMA latency, so
-  // there passes are 512 deep and a single row takes kFixedSingleRowTile weight rows a tile:
-  // each weight row keeps its one chain, the tile's rows give the independent ones, and a tile
-  // goes through all its passes before the next (Gemv), so each weight row is still read
-  // through at once. (Four passes of one weight row side by side, the form before, read the
+  // With AVX2 passes are 512 deep and a tile goes through all its passes before the next
+  // (Gemv), so each weight row is still read through at once: `MLASERVE_CPU_ISA=avx2` on the
+  // Zen 4 host, the 16-row replayed step (mlaserve-graph-bench --deterministic, two threads)
+  // went 182-184 -> 155-160 ms. A single row's one chain per weight row caps it at one 8-lane
+  // vector per FMA latency, so it takes kFixedSingleRowTile weight rows a tile, each its own
+  // chain. (Four passes of one weight row side by side, the single row's form before, read the
   // row as four interleaved streams 1 KiB apart: on a Zen 3 EPYC host, mlaserve-kernel-ab
   // --deterministic, two threads, 1 x 21888 x 2048 11.4 GB/s against 18.6-19.6 with tiles of
   // 2, 3 or 4 rows, docs/performance.md.)
@@ -268,9 +269,8 @@ struct GemvImpl {
   // GB/s with one chain, 21-29 with four). Under kFixed (--deterministic, the default) every
   // row count must sum in the same order, so the chains stay one and a single row takes its
   // independent ones from a tile of weight rows instead (kFixedSingleRowTile); two chains for
-  // every row count
-  // measured 0.65-0.7x at 4 and 16 rows. AVX-512 keeps one everywhere (two or four measured no
-  // faster on that host, some shapes slower).
+  // every row count measured 0.65-0.7x at 4 and 16 rows. AVX-512 keeps one everywhere (two or
+  // four measured no faster on that host, some shapes slower).
   static constexpr int Chains(int m, bool fixed) {
     return kW < 16 && !fixed && m == 1 ? 4 : 1;
   }
