@@ -228,7 +228,8 @@ struct GemvImpl {
   // --deterministic, two threads, 1 x 21888 x 2048 11.4 GB/s against 18.6-19.6 with tiles of
   // 2, 3 or 4 rows, docs/performance.md.)
   static constexpr int64_t kFixedDepth = kW == 8 ? 512 : 4096;
-  static constexpr bool kFixedRowTiles = kW == 8;
+  // Whether kFixed tiles go through all their passes before the next (the short AVX2 passes).
+  static constexpr bool kFixedTilePasses = kW == 8;
   static constexpr int kFixedSingleRowTile = 3;
 
   // Depth per pass for a single row outside kFixed: one pass over any hidden size or MLP width
@@ -353,7 +354,7 @@ struct GemvImpl {
   template <class TB, int M, bool kFixed>
   static void Gemv(const GemmArgs& g, float* scratch, PreparedA prepared) {
     constexpr int kChains = Chains(M, kFixed);
-    constexpr bool kTilePasses = kFixed && kFixedRowTiles;
+    constexpr bool kTilePasses = kFixed && kFixedTilePasses;
     constexpr int kRows = kTilePasses && M == 1 ? kFixedSingleRowTile : DotTileRows<TB>(M);
     // Depth per pass: the M rows of A (32 KiB) stay in L1 while every weight row of the
     // thread streams past them once per pass; A read from L2 instead would limit the stream.
