@@ -117,9 +117,13 @@ struct GemvImpl {
   // product, then the odd one) in turn, the steps past the last whole turn and a partial one
   // going to the first; the chains are added pairwise at the end. The order of a sum depends
   // on kChains and k alone, not on M or R. Under kPairs<TB>, a holds CopyDotA's split rows.
+  //
+  // The lines requested ahead are `tuning.ahead_tiles` tiles of R rows of `span` elements on
+  // (AheadSpan).
   template <class TB, int M, int R, int kChains = 1>
   static void GemvTile(const float* const* a, const TB* b, int64_t ldb, int64_t k,
-                       float* const* c, int64_t j, bool acc, const StreamTuning& tuning) {
+                       float* const* c, int64_t j, bool acc, const StreamTuning& tuning,
+                       int64_t span) {
     static_assert(kChains == 1 || kChains == 2 || kChains == 4);
     constexpr int U = kPairs<TB> ? 2 : 1;  // vectors of each operand per step
     constexpr int64_t kStep = U * kW;
@@ -141,7 +145,7 @@ struct GemvImpl {
     // into L2) keeps each once-used weight line out of L2 and L3 for the activations and the
     // KV cache; which hint and distance suit a processor is chosen per host
     // (cpu_stream_tuning.h).
-    const int64_t ahead = R * ldb * tuning.ahead_tiles;
+    const int64_t ahead = R * span * tuning.ahead_tiles;
     const bool prefetch = tuning.ahead_tiles > 0, nta = tuning.non_temporal;
     // load_b(p, v) fills v[0..U) from weights p; load_a(p, v) likewise from a row of A.
     auto step = [&](int64_t l, int q, auto load_b, auto load_a) {
@@ -212,23 +216,39 @@ struct GemvImpl {
     StoreSums<M, R>(sum, c, j, acc);
   }
 
+  // Elements of each weight row that a tile of GemvTile's prefetch distance spans. Where the
+  // walk goes pass by pass over every row, the whole row: the tile ahead is the next to read
+  // the same columns. Where each row is read through at once (`through`: a single pass, or a
+  // tile through all its passes), at most the probe's depth, so that `ahead_tiles` stays the
+  // distance in bytes that the probe chose it for: counted in tiles of 10,944-deep rows, four
+  // tiles of three were 262 KB ahead and the lines were gone before their use (on a Zen 3 EPYC
+  // host, mlaserve-kernel-ab --deterministic with nta:4, 1 x 2048 x 10944: 1.29x with the
+  // distance capped, docs/performance.md).
+  static int64_t AheadSpan(int64_t ldb, bool through) {
+    return through && ldb > kStreamProbeDepth ? kStreamProbeDepth : ldb;
+  }
+
   // Depth per pass under GemmPath::kFixedDot, whatever M: each output element is then the
   // same sum (lane-wise over passes of this depth, reduced, passes added in order) for any
   // row count. 4096 covers a 2048-wide hidden state (V2-Lite's projections and experts) in one
   // pass: a batch-1 row (16 KiB) stays in L1 and each weight row streams through once, where
   // 512 cut it into four strided passes. Measured on lite-slice-4 (AMD EPYC,
   // docs/performance.md): batch-1 decode 42-43 -> 39-40 ms, batches 8 and 16 no slower.
-  // With AVX2 passes are 512 deep and a tile goes through all its passes before the next
-  // (Gemv), so each weight row is still read through at once: `MLASERVE_CPU_ISA=avx2` on the
-  // Zen 4 host, the 16-row replayed step (mlaserve-graph-bench --deterministic, two threads)
-  // went 182-184 -> 155-160 ms. A single row's one chain per weight row caps it at one 8-lane
-  // vector per FMA latency, so it takes kFixedSingleRowTile weight rows a tile, each its own
-  // chain. (Four passes of one weight row side by side, the single row's form before, read the
-  // row as four interleaved streams 1 KiB apart: on a Zen 3 EPYC host, mlaserve-kernel-ab
+  // AVX2 passes were 512 deep while a single row summed four of them side by side for its
+  // independent chains; with the single row's chains from a tile of weight rows instead
+  // (kFixedSingleRowTile), 4096 there too reduces a tile's sums once where it did four times:
+  // on a Zen 3 EPYC host (mlaserve-kernel-ab --deterministic, two threads) 16 x 21888 x 2048
+  // and 16 x 102400 x 2048 1.06x, one row unchanged (docs/performance.md).
+  static constexpr int64_t kFixedDepth = 4096;
+  // Whether kFixed tiles go through all their passes before the next (AVX2), so that each
+  // weight row is read through at once: `MLASERVE_CPU_ISA=avx2` on the Zen 4 host, with
+  // 512-deep passes, the 16-row replayed step (mlaserve-graph-bench --deterministic, two
+  // threads) went 182-184 -> 155-160 ms. A single row's one chain per weight row caps it at one
+  // 8-lane vector per FMA latency, so it takes kFixedSingleRowTile weight rows a tile, each its
+  // own chain. (Four passes of one weight row side by side, the single row's form before, read
+  // the row as four interleaved streams 1 KiB apart: on a Zen 3 EPYC host, mlaserve-kernel-ab
   // --deterministic, two threads, 1 x 21888 x 2048 11.4 GB/s against 18.6-19.6 with tiles of
   // 2, 3 or 4 rows, docs/performance.md.)
-  static constexpr int64_t kFixedDepth = kW == 8 ? 512 : 4096;
-  // Whether kFixed tiles go through all their passes before the next (the short AVX2 passes).
   static constexpr bool kFixedTilePasses = kW == 8;
   static constexpr int kFixedSingleRowTile = 3;
 
@@ -372,11 +392,13 @@ struct GemvImpl {
     // time; the kTilePasses branch below reads each tile's rows through.
     const StreamTuning tuning =
         StreamTuningForRows(CurrentStreamTuning(), M, g.k > kDepth && !kTilePasses);
-    // With short fixed passes, a tile goes through all of them before the next tile, so that
-    // each weight row is still read through at once (pass by pass over every row, the rows were
-    // read a pass at a time: 4 rows 0.45x). The order of each output's sum is the same.
+    // Under kFixedTilePasses a tile goes through all its passes before the next tile, so that
+    // each weight row is read through at once (pass by pass over every row, the rows were read
+    // a pass at a time: 4 rows 0.45x with 512-deep passes). The order of each output's sum is
+    // the same.
     if constexpr (kTilePasses) {
       const int64_t pitch = g.k + 16;
+      const int64_t span = AheadSpan(g.ldb, true);
       if (prepared.rows != nullptr || M * pitch <= kGemmScratchFloats) {
         const float* rows = prepared.rows;
         int64_t rows_pitch = prepared.pitch;
@@ -394,17 +416,18 @@ struct GemvImpl {
         int64_t j = g.n_begin;
         for (; j + kRows <= g.n_end; j += kRows) {
           tile_passes(j, [&](int64_t jj, int64_t k0, int64_t kb, bool acc) {
-            GemvTile<TB, M, kRows, kChains>(a, b + k0, g.ldb, kb, c, jj, acc, tuning);
+            GemvTile<TB, M, kRows, kChains>(a, b + k0, g.ldb, kb, c, jj, acc, tuning, span);
           });
         }
         for (; j < g.n_end; ++j) {
           tile_passes(j, [&](int64_t jj, int64_t k0, int64_t kb, bool acc) {
-            GemvTile<TB, M, 1, kChains>(a, b + k0, g.ldb, kb, c, jj, acc, tuning);
+            GemvTile<TB, M, 1, kChains>(a, b + k0, g.ldb, kb, c, jj, acc, tuning, span);
           });
         }
         return;
       }
     }
+    const int64_t span = AheadSpan(g.ldb, g.k <= kDepth);
     for (int64_t k0 = 0; k0 < g.k; k0 += kDepth) {
       const int64_t kb = Lo(kDepth, g.k - k0);
       const bool acc = g.accumulate || k0 > 0;
@@ -416,10 +439,10 @@ struct GemvImpl {
       }
       int64_t j = g.n_begin;
       for (; j + kRows <= g.n_end; j += kRows) {
-        GemvTile<TB, M, kRows, kChains>(a, b + k0, g.ldb, kb, c, j, acc, tuning);
+        GemvTile<TB, M, kRows, kChains>(a, b + k0, g.ldb, kb, c, j, acc, tuning, span);
       }
       for (; j < g.n_end; ++j) {
-        GemvTile<TB, M, 1, kChains>(a, b + k0, g.ldb, kb, c, j, acc, tuning);
+        GemvTile<TB, M, 1, kChains>(a, b + k0, g.ldb, kb, c, j, acc, tuning, span);
       }
     }
   }

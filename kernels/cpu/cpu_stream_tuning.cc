@@ -129,7 +129,7 @@ StreamTuningChoice ProbeStreamTuning(const CpuContext& ctx) {
   // memory (a 16-core slice of a server processor can hold 300 MiB of L3, where a fixed 128 MiB
   // read at cache speed), and a pass (3-15 ms) is long against the scheduler's and the
   // neighbours' noise.
-  constexpr int64_t kK = 2048;
+  constexpr int64_t kK = kStreamProbeDepth;
   constexpr size_t kHuge = size_t{2} << 20;
   constexpr int kRounds = 5;
   const size_t bytes = static_cast<size_t>(BytesBeyondLastLevelCache(int64_t{128} << 20));

@@ -19,6 +19,10 @@
 
 namespace mlaserve {
 
+// Depth (bf16 elements) of the weight rows the probe streams (ProbeStreamTuning): the distance
+// `ahead_tiles` stands for was measured over tiles of rows this deep.
+inline constexpr int64_t kStreamProbeDepth = 2048;
+
 struct StreamTuning {
   int ahead_tiles = 1;       // prefetch weight rows this many tiles ahead (a single row's tile is
                              // one weight row); 0: no prefetch
