@@ -12,7 +12,9 @@
 // up), the dense layer's down projection of one row (a weight deeper than one depth pass), and
 // the routed experts of 1, 16 and 512 tokens (uniform routing, as mlaserve-kernel-bench's
 // BM_MoeExperts). With --deterministic the backends are batch-invariant and the cases of up to
-// 16 rows or tokens are decode rows, as in the daemon's default decode steps.
+// 16 rows or tokens are decode rows, as in the daemon's default decode steps. The decode
+// prefetch is the daemon's: MLASERVE_CPU_PREFETCH (none | nta:N | t1:N), or unset the start-up
+// probe's choice, held fixed for the run (the report's first line names it).
 //
 //   mlaserve-kernel-ab --builds=amx_bf16,avx512_bf16 [--threads=0] [--dtype=float32]
 //       [--deterministic] [--seconds=30] [--cases=512x2048x2048,experts512]
@@ -20,6 +22,7 @@
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -38,6 +41,7 @@
 #include "kernels/cpu/cpu_backend.h"
 #include "kernels/cpu/cpu_features.h"
 #include "kernels/cpu/cpu_kernels.h"
+#include "kernels/cpu/cpu_stream_tuning.h"
 #include "kernels/dtype.h"
 #include "tools/bench/bench_inputs.h"
 #include "tools/bench/median.h"
@@ -193,6 +197,8 @@ int Run() {
     std::fprintf(stderr, "--builds: name at least two kernel builds\n");
     return 1;
   }
+  setenv("MLASERVE_CPU_PREFETCH", "probe", /*overwrite=*/0);
+  TuneStreaming(backends[0]->context());
   Cases all(*backends[0]);
   std::vector<Case> cases;
   const std::string wanted = absl::GetFlag(FLAGS_cases);
@@ -232,9 +238,11 @@ int Run() {
     ++rounds;
   }
 
-  std::printf("cpu %s; threads %d; dtype %s; %d rounds; ratio = %s's time / the build's\n",
-              GetCpuInfo().model.c_str(), backends[0]->num_threads(),
-              absl::GetFlag(FLAGS_dtype).c_str(), rounds, names[0].c_str());
+  std::printf(
+      "cpu %s; threads %d; dtype %s; decode prefetch %s; %d rounds; ratio = %s's time / the "
+      "build's\n",
+      GetCpuInfo().model.c_str(), backends[0]->num_threads(), absl::GetFlag(FLAGS_dtype).c_str(),
+      StreamTuningName(CurrentStreamTuning()).c_str(), rounds, names[0].c_str());
   std::printf("%-18s %-12s %10s %10s %8s %15s\n", "case", "build", "median ms", "GFLOP/s",
               "ratio", "ratio min..max");
   for (size_t c = 0; c < cases.size(); ++c) {
