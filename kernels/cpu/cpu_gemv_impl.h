@@ -388,18 +388,20 @@ struct GemvImpl {
     float* c[M];
     for (int i = 0; i < M; ++i) c[i] = CRow(g, i);
     const TB* b = static_cast<const TB*>(g.b);
-    // Passes over every weight row in turn (the loop at the end) stream each row a pass at a
-    // time; the kTilePasses branch below reads each tile's rows through.
-    const StreamTuning tuning =
-        StreamTuningForRows(CurrentStreamTuning(), M, g.k > kDepth && !kTilePasses);
     // Under kFixedTilePasses a tile goes through all its passes before the next tile, so that
     // each weight row is read through at once (pass by pass over every row, the rows were read
-    // a pass at a time: 4 rows 0.45x with 512-deep passes). The order of each output's sum is
-    // the same.
+    // a pass at a time: 4 rows 0.45x with 512-deep passes), where A's every pass is at hand
+    // (copied at `pitch`). The order of each output's sum is the same.
+    const int64_t pitch = g.k + 16;
+    const bool tile_passes =
+        kTilePasses && (prepared.rows != nullptr || M * pitch <= kGemmScratchFloats);
+    // Whether each weight row is read through at once (a tile through its passes, or a single
+    // pass); otherwise the loop at the end streams every row a pass at a time.
+    const bool through = tile_passes || g.k <= kDepth;
+    const StreamTuning tuning = StreamTuningForRows(CurrentStreamTuning(), M, !through);
+    const int64_t span = AheadSpan(g.ldb, through);
     if constexpr (kTilePasses) {
-      const int64_t pitch = g.k + 16;
-      const int64_t span = AheadSpan(g.ldb, true);
-      if (prepared.rows != nullptr || M * pitch <= kGemmScratchFloats) {
+      if (tile_passes) {
         const float* rows = prepared.rows;
         int64_t rows_pitch = prepared.pitch;
         if (rows == nullptr) {
@@ -427,7 +429,6 @@ struct GemvImpl {
         return;
       }
     }
-    const int64_t span = AheadSpan(g.ldb, g.k <= kDepth);
     for (int64_t k0 = 0; k0 < g.k; k0 += kDepth) {
       const int64_t kb = Lo(kDepth, g.k - k0);
       const bool acc = g.accumulate || k0 > 0;
