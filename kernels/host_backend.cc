@@ -1,5 +1,6 @@
 #include "kernels/host_backend.h"
 
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <utility>
@@ -12,22 +13,67 @@
 namespace mlaserve {
 namespace {
 
-// memory_bytes(): this object, the op list's array and each op's closure (which holds the
-// op's params), as allocated; the allocator's own per-block bookkeeping is not counted.
+// memory_bytes(): this object, the op list's array, each op's closure (which holds the op's
+// params) and the list of lines each op's dispatch reads, as allocated; the allocator's own
+// per-block bookkeeping is not counted.
 class RecordedGraph : public Graph {
  public:
-  RecordedGraph(std::vector<std::function<void()>> ops, uint64_t closure_bytes)
-      : ops_(std::move(ops)),
-        memory_bytes_(sizeof(RecordedGraph) + ops_.capacity() * sizeof(std::function<void()>) +
-                      closure_bytes) {}
+  // backend_lines: lines of the backend object every dispatch reads. next_op_lines: where the
+  // backend looks for the next op's lines (HostBackend::next_op_lines).
+  RecordedGraph(std::vector<RecordedOp> ops, absl::Span<const void* const> backend_lines,
+                absl::Span<const void* const>* next_op_lines)
+      : ops_(std::move(ops)), next_op_lines_(next_op_lines) {
+    ops_.shrink_to_fit();  // before the lines take the records' addresses
+    std::vector<size_t> begin;
+    begin.reserve(ops_.size() + 1);
+    for (const RecordedOp& op : ops_) {
+      begin.push_back(lines_.size());
+      AddLines(&op, sizeof(RecordedOp));
+      AddLines(op.closure.get(), op.closure_bytes);
+      // The calling function's code: prefetched as data, an instruction fetch then finds it
+      // in L2 rather than in memory.
+      AddLines(reinterpret_cast<const void*>(op.run), kCodeBytes);
+      lines_.insert(lines_.end(), backend_lines.begin(), backend_lines.end());
+    }
+    begin.push_back(lines_.size());
+    lines_.shrink_to_fit();
+    for (size_t i = 0; i + 1 < ops_.size(); ++i) {
+      ops_[i].next_lines =
+          absl::MakeConstSpan(lines_.data() + begin[i + 1], lines_.data() + begin[i + 2]);
+    }
+    memory_bytes_ = sizeof(RecordedGraph) + ops_.capacity() * sizeof(RecordedOp) +
+                    lines_.capacity() * sizeof(const void*);
+    for (const RecordedOp& op : ops_) memory_bytes_ += op.closure_bytes;
+  }
+
   void Replay() override {
-    for (auto& op : ops_) op();
+    // Locals, not members: after an op that streamed the weights this object is not cached.
+    absl::Span<const void* const>* const next_op_lines = next_op_lines_;
+    for (const RecordedOp *op = ops_.data(), *end = op + ops_.size(); op != end; ++op) {
+      *next_op_lines = op->next_lines;
+      op->run(op->closure.get());
+    }
   }
   uint64_t memory_bytes() const override { return memory_bytes_; }
 
  private:
-  std::vector<std::function<void()>> ops_;
-  uint64_t memory_bytes_;
+  static constexpr size_t kLine = 64;
+  static constexpr size_t kCodeBytes = 2 * kLine;
+  static constexpr size_t kMaxLinesPerObject = 8;
+
+  // Every line of [p, p + bytes), up to kMaxLinesPerObject of them.
+  void AddLines(const void* p, size_t bytes) {
+    const uintptr_t first = reinterpret_cast<uintptr_t>(p) / kLine;
+    const uintptr_t last = (reinterpret_cast<uintptr_t>(p) + bytes - 1) / kLine;
+    for (uintptr_t line = first; line <= last && line - first < kMaxLinesPerObject; ++line) {
+      lines_.push_back(reinterpret_cast<const void*>(line * kLine));
+    }
+  }
+
+  std::vector<RecordedOp> ops_;
+  std::vector<const void*> lines_;  // every op's lines, op after op
+  absl::Span<const void* const>* next_op_lines_;
+  uint64_t memory_bytes_ = 0;
 };
 
 void FreeAligned(void* p) { std::free(p); }
@@ -89,14 +135,14 @@ void HostBackend::CopyToHost(const TensorView& src, void* dst, size_t bytes) {
 
 void HostBackend::BeginCapture() {
   MLASERVE_CHECK(recording_ == nullptr);
-  recording_ = std::make_unique<std::vector<std::function<void()>>>();
-  recorded_closure_bytes_ = 0;
+  recording_ = std::make_unique<std::vector<RecordedOp>>();
 }
 
 std::unique_ptr<Graph> HostBackend::EndCapture() {
   MLASERVE_CHECK(recording_ != nullptr);
-  recording_->shrink_to_fit();
-  auto graph = std::make_unique<RecordedGraph>(std::move(*recording_), recorded_closure_bytes_);
+  const void* const backend_lines[] = {this, &profile_, &next_op_lines_};
+  auto graph =
+      std::make_unique<RecordedGraph>(std::move(*recording_), backend_lines, &next_op_lines_);
   recording_.reset();
   return graph;
 }

@@ -2,18 +2,35 @@
 // Memory is host memory (64-byte aligned), copies are memcpy, ops run synchronously, and
 // capture records each op as a closure over its params (the views point at fixed buffers, so
 // a replay sees whatever those buffers hold then). Subclasses implement the Run* methods.
+//
+// While a replay runs op i it publishes the cache lines op i + 1's dispatch reads (its record,
+// closure and calling code, this object's profile pointer): an op that streamed gigabytes of
+// weights leaves none of them cached, and reading them one after another from memory is most
+// of the host time between two ops. A subclass whose ops end waiting on other threads
+// (CpuBackend) prefetches them while it waits (next_op_lines).
 #ifndef MLASERVE_KERNELS_HOST_BACKEND_H_
 #define MLASERVE_KERNELS_HOST_BACKEND_H_
 
 #include <cstdint>
-#include <functional>
 #include <memory>
 #include <vector>
 
+#include "absl/types/span.h"
 #include "kernels/backend.h"
 #include "kernels/op_profile.h"
 
 namespace mlaserve {
+
+// One op of a host capture: the heap closure that runs it (holding the op's params) and the
+// function that calls the closure.
+struct RecordedOp {
+  void (*run)(const void* closure) = nullptr;
+  std::unique_ptr<void, void (*)(void*)> closure{nullptr, nullptr};
+  uint32_t closure_bytes = 0;
+  // Set by the graph: the lines the next op's dispatch reads (kept here, in the line a replay
+  // reads anyway to run this op).
+  absl::Span<const void* const> next_lines;
+};
 
 class HostBackend : public Backend {
  public:
@@ -86,14 +103,28 @@ class HostBackend : public Backend {
   // before its pages are populated: a subclass may set their memory policy. Does nothing here.
   virtual void PlaceLargeBuffer(void* data, size_t bytes) {}
 
+  // During a replay, the cache lines the next op's dispatch reads; empty otherwise (eager ops,
+  // the last op of a replay). The address is fixed for the backend's life.
+  const absl::Span<const void* const>* next_op_lines() const { return &next_op_lines_; }
+
  private:
+  template <class Closure>
+  static void RunClosure(const void* closure) {
+    (*static_cast<const Closure*>(closure))();
+  }
+  template <class Closure>
+  static void DeleteClosure(void* closure) {
+    delete static_cast<Closure*>(closure);
+  }
+
   template <typename P>
   void Dispatch(void (HostBackend::*run)(const P&), const P& p, const char* op) {
     if (recording_ != nullptr) {
       auto closure = [this, run, p, op] { Run(run, p, op); };
-      // std::function keeps a closure this large in a heap block of its own.
-      recorded_closure_bytes_ += sizeof(closure);
-      recording_->push_back(std::move(closure));
+      using Closure = decltype(closure);
+      recording_->push_back({.run = &RunClosure<Closure>,
+                             .closure = {new Closure(std::move(closure)), &DeleteClosure<Closure>},
+                             .closure_bytes = static_cast<uint32_t>(sizeof(Closure))});
     } else {
       Run(run, p, op);
     }
@@ -110,10 +141,11 @@ class HostBackend : public Backend {
   }
 
   DType activation_dtype_;
-  std::unique_ptr<std::vector<std::function<void()>>> recording_;
-  uint64_t recorded_closure_bytes_ = 0;  // of the capture in progress
+  std::unique_ptr<std::vector<RecordedOp>> recording_;
   // Per-op wall time, kept when MLASERVE_PROFILE=1 and printed to stderr on destruction.
   std::unique_ptr<OpProfile> profile_ = OpProfile::FromEnvironment();
+  // Beside profile_, which the next op's dispatch reads too: one line for both.
+  absl::Span<const void* const> next_op_lines_;
 };
 
 }  // namespace mlaserve

@@ -64,6 +64,7 @@ CpuBackend::CpuBackend(const CpuKernels& kernels, int num_threads, bool batch_in
                         : DecodeTiles{-1, "no tiles in the " +
                                               std::string(CpuIsaName(kernels.isa)) + " build"}) {
   ctx_.set_decode_tile_min_bytes(decode_tiles_.min_bytes_per_thread);
+  pool_->set_wait_prefetch(next_op_lines());
   TuneStreaming(ctx_);
 }
 

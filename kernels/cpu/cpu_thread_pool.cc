@@ -34,6 +34,9 @@ void CpuThreadPool::RunJob(int threads, Job job, void* fn) {
   }
   job_ = job;
   fn_ = fn;
+  caller_frame_ = static_cast<const char*>(__builtin_frame_address(0));
+  caller_lines_ = wait_prefetch_ != nullptr ? *wait_prefetch_ : absl::Span<const void* const>();
+  caller_busy_.store(true, std::memory_order_relaxed);
   barrier_arrived_.store(0, std::memory_order_relaxed);
   pending_.store(static_cast<uint32_t>(threads - 1), std::memory_order_relaxed);
   const uint32_t next =
@@ -42,6 +45,10 @@ void CpuThreadPool::RunJob(int threads, Job job, void* fn) {
   generation_.store(next, std::memory_order_release);
   generation_.notify_all();
   job(fn, 0);
+  caller_busy_.store(false, std::memory_order_relaxed);
+  if (pending_.load(std::memory_order_acquire) != 0) {
+    PrefetchForCaller(caller_frame_, caller_lines_);
+  }
   for (uint32_t left = pending_.load(std::memory_order_acquire); left != 0;
        left = pending_.load(std::memory_order_acquire)) {
     WaitWhileEquals(pending_, left);
@@ -56,9 +63,19 @@ void CpuThreadPool::WorkerLoop(int index) {
     if (stop_.load(std::memory_order_relaxed)) return;
     if (index < static_cast<int>(seen & kActiveMask)) {
       job_(fn_, index);
+      if (caller_busy_.load(std::memory_order_relaxed)) {
+        PrefetchForCaller(caller_frame_, caller_lines_);
+      }
       if (pending_.fetch_sub(1, std::memory_order_acq_rel) == 1) pending_.notify_one();
     }
   }
+}
+
+void CpuThreadPool::PrefetchForCaller(const char* frame, absl::Span<const void* const> lines) {
+  // The frames the caller returns through, from an op's parallel region up to a replay's loop.
+  constexpr int kFrameLines = 32;
+  for (int i = 0; i < kFrameLines; ++i) __builtin_prefetch(frame + 64 * i);
+  for (const void* line : lines) __builtin_prefetch(line);
 }
 
 void CpuThreadPool::Barrier() {

@@ -18,6 +18,8 @@
 #include <thread>
 #include <vector>
 
+#include "absl/types/span.h"
+
 namespace mlaserve {
 
 class CpuThreadPool {
@@ -43,6 +45,15 @@ class CpuThreadPool {
   // Waits until all participants of the current Run have called Barrier (as many times).
   void Barrier();
 
+  // Cache lines the caller reads right after a Run returns (the next op's dispatch, which a
+  // graph replay publishes there), read again for every Run. Whoever of a Run's threads ends
+  // its part while others still work prefetches them and the frames the caller returns
+  // through: the caller into its own caches while it waits, a worker while the caller still
+  // works, from where the caller's misses are served by a neighbour's cache, not memory. The
+  // span's address stays valid for the pool's life; the span may be empty, and the lines it
+  // names must stay mapped until the Run returns. nullptr: only the frames.
+  void set_wait_prefetch(const absl::Span<const void* const>* lines) { wait_prefetch_ = lines; }
+
   // How long a waiting thread spins before it sleeps.
   static constexpr int64_t kSpinNanos = 50'000;
 
@@ -51,15 +62,22 @@ class CpuThreadPool {
 
   void RunJob(int threads, Job job, void* fn);
   void WorkerLoop(int index);
+  // Prefetches `frame_lines` lines from `frame` up and every line of `lines`.
+  static void PrefetchForCaller(const char* frame, absl::Span<const void* const> lines);
   // Returns once value != old, spinning for up to kSpinNanos first.
   static void WaitWhileEquals(const std::atomic<uint32_t>& value, uint32_t old);
 
   std::vector<std::thread> workers_;
+  const absl::Span<const void* const>* wait_prefetch_ = nullptr;
   // Written by Run before it bumps generation_ (release) and read by the workers it activates
   // after (acquire); not written again until those workers are done.
   Job job_ = nullptr;
   void* fn_ = nullptr;
   int active_ = 0;
+  const char* caller_frame_ = nullptr;  // RunJob's frame
+  absl::Span<const void* const> caller_lines_;  // *wait_prefetch_ when the Run began
+  // Whether the caller still runs its part of the current Run.
+  std::atomic<bool> caller_busy_{false};
   // (Run count << 8) | participants of that Run (kMaxThreads fits the low byte): an idle worker learns from this word alone
   // that it is not needed, so it never reads job_ while the next Run writes it.
   std::atomic<uint32_t> generation_{0};
