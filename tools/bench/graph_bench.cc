@@ -39,6 +39,7 @@
 #include "engine/model_loader.h"
 #include "engine/model_runner.h"
 #include "kernels/cpu/cpu_backend.h"
+#include "kernels/no_op_backend.h"
 #include "tools/bench/median.h"
 
 ABSL_FLAG(std::string, model, "", "Hugging Face model directory");
@@ -59,30 +60,6 @@ namespace {
 using bench::Median;
 
 constexpr int64_t kBlockSize = 64;
-
-// A CPU backend whose ops return at once: steps on it cost only their host overhead.
-class NoOpBackend final : public HostBackend {
- public:
-  std::string_view name() const override { return "no-op"; }
-  bool batch_invariant() const override { return true; }
-
- protected:
-  void RunEmbedding(const EmbeddingParams&) override {}
-  void RunRmsNorm(const RmsNormParams&) override {}
-  void RunGemm(const GemmParams&) override {}
-  void RunSiluMul(const SiluMulParams&) override {}
-  void RunAdd(const AddParams&) override {}
-  void RunCopy(const CopyParams&) override {}
-  void RunApplyRope(const RopeParams&) override {}
-  void RunWriteKvCache(const KvWriteParams&) override {}
-  void RunGatherKvCache(const GatherKvParams&) override {}
-  void RunMlaPrefill(const MlaPrefillParams&) override {}
-  void RunMergeAttn(const MergeAttnParams&) override {}
-  void RunMlaDecode(const MlaDecodeParams&) override {}
-  void RunMoeRoute(const MoeRouteParams&) override {}
-  void RunMoeAlignBlockSize(const MoeAlignParams&) override {}
-  void RunMoeExperts(const MoeExpertsParams&) override {}
-};
 
 // Per-step samples of one runner at one batch size, in microseconds.
 struct Samples {
