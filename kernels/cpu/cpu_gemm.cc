@@ -1,6 +1,14 @@
-// Gemm: out[b] = a[b] · b[b]ᵀ. The (batch, column panel) pairs are split statically over the
-// team, so each thread streams a contiguous slice of weight rows; when there are fewer pairs
-// than threads, the rows of a are split as well.
+// Gemm: out[b] = a[b] · b[b]ᵀ. The (batch, column panel) pairs are split over the team, so
+// each thread streams contiguous slices of weight rows; when there are fewer pairs than
+// threads, the rows of a are split as well. A call of few rows (decode) over many panels hands
+// them out in guided claims, each the panels left over twice the team (the claims shrink as the
+// work runs out), so a thread that runs slower than the others (a vCPU that serves interrupts,
+// a core shared with another tenant) takes fewer columns instead of making the team wait for
+// it: on a 2-vCPU Zen 3 host the calling thread waited 3.6-4.1 % of its time at the end of such
+// GEMMs with halves fixed in advance, 0.08 % with claims (docs/performance.md). Prompt GEMMs
+// keep their fixed slices. A column's bits do not depend on which call computes it
+// (cpu_gemm_claims_test).
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 
@@ -10,6 +18,13 @@
 
 namespace mlaserve {
 namespace {
+
+// Guided claiming of a GEMM's panels: each claim takes what is left over twice the team, at
+// least kMinClaimBytes of weights; used for calls of at most kMaxClaimRows rows where the
+// panels make at least kMinClaims such claims per thread.
+constexpr int64_t kMinClaimBytes = 256 * 1024;
+constexpr int64_t kMinClaims = 4;
+constexpr int64_t kMaxClaimRows = 64;
 
 // A 2-D or 3-D operand as batch, row and element strides over a batch count.
 struct Operand {
@@ -56,23 +71,47 @@ void RunRows(const CpuContext& ctx, const GemmParams& p, const TensorView& a_vie
   };
   // Row groups per item, so that a few wide items still occupy the team.
   const int64_t row_groups = items >= threads ? 1 : threads / items;
+  // Units [begin, end) of (batch entry, panel) pairs on thread t, row_groups == 1: one call per
+  // run of consecutive panels of one batch entry.
+  const auto run_panels = [&](int t, int64_t begin, int64_t end) {
+    for (int64_t u = begin; u < end;) {
+      const int64_t bi = u / panels;
+      const int64_t stop = end < (bi + 1) * panels ? end : (bi + 1) * panels;
+      call(t, bi, 0, m, (u - bi * panels) * panel, (stop - bi * panels) * panel);
+      u = stop;
+    }
+  };
+  const int64_t panel_bytes = panel * (k > 0 ? k : 1) * b_elem;
+  const int64_t min_claim = (kMinClaimBytes + panel_bytes - 1) / panel_bytes;
+  if (m <= kMaxClaimRows && row_groups == 1 && threads > 1 &&
+      items >= kMinClaims * threads * min_claim) {
+    std::atomic<int64_t> next{0};
+    ctx.Parallel(threads, [&](int t, int team) {
+      int64_t begin = next.load(std::memory_order_relaxed);
+      while (begin < items) {
+        const int64_t left = (items - begin) / (2 * team);
+        const int64_t end = begin + (left > min_claim ? left : min_claim);
+        const int64_t stop = end < items ? end : items;
+        if (next.compare_exchange_weak(begin, stop, std::memory_order_relaxed)) {
+          run_panels(t, begin, stop);
+          begin = next.load(std::memory_order_relaxed);
+        }
+      }
+    });
+    return;
+  }
   ctx.Parallel(threads, [&](int t, int team) {
     const Range units = SplitRange(items * row_groups, team, t);
-    for (int64_t u = units.begin; u < units.end;) {
+    if (row_groups == 1) {
+      run_panels(t, units.begin, units.end);
+      return;
+    }
+    for (int64_t u = units.begin; u < units.end; ++u) {
       const int64_t item = u / row_groups;
       const int64_t bi = item / panels;
-      const int64_t first = item - bi * panels;
-      if (row_groups == 1) {
-        // Merge this thread's consecutive panels of one batch entry into one call.
-        const int64_t last = units.end - 1 < (bi + 1) * panels - 1 ? units.end - 1
-                                                                  : (bi + 1) * panels - 1;
-        call(t, bi, 0, m, first * panel, (last - bi * panels + 1) * panel);
-        u = last + 1;
-      } else {
-        const Range rows = SplitRange(m, static_cast<int>(row_groups), u % row_groups);
-        call(t, bi, rows.begin, rows.end, first * panel, (first + 1) * panel);
-        ++u;
-      }
+      const Range rows = SplitRange(m, static_cast<int>(row_groups), u % row_groups);
+      call(t, bi, rows.begin, rows.end, (item - bi * panels) * panel,
+           (item - bi * panels + 1) * panel);
     }
   });
 }
