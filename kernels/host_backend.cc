@@ -1,5 +1,7 @@
 #include "kernels/host_backend.h"
 
+#include <algorithm>
+#include <cstddef>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -14,32 +16,51 @@ namespace mlaserve {
 namespace {
 
 // memory_bytes(): this object, the op list's array, each op's closure (which holds the op's
-// params) and the list of lines each op's dispatch reads, as allocated; the allocator's own
+// params) and the list of lines each op publishes, as allocated; the allocator's own
 // per-block bookkeeping is not counted.
 class RecordedGraph : public Graph {
  public:
-  // backend_lines: lines of the backend object every dispatch reads. next_op_lines: where the
-  // backend looks for the next op's lines (HostBackend::next_op_lines).
+  // backend_lines: addresses in the backend object every dispatch reads. next_op_lines: where
+  // the backend looks for the published lines (HostBackend::next_op_lines).
   RecordedGraph(std::vector<RecordedOp> ops, absl::Span<const void* const> backend_lines,
                 absl::Span<const void* const>* next_op_lines)
       : ops_(std::move(ops)), next_op_lines_(next_op_lines) {
     ops_.shrink_to_fit();  // before the lines take the records' addresses
+    const size_t n = ops_.size();
+    // Room for every line an op can name wherever its objects lie, so that memory_bytes()
+    // depends on the ops alone (GraphRunner::MeasureMemory sizes the graphs before capture).
+    size_t room = 0;
+    for (size_t i = 0; i < n; ++i) {
+      const RecordedOp& next = ops_[(i + 1) % n];
+      room += 2 * MaxLines(kCodeBytes) + 2 + MaxLines(sizeof(RecordedOp)) +
+              MaxLines(next.closure_bytes) + backend_lines.size();
+    }
+    lines_.reserve(room);
     std::vector<size_t> begin;
-    begin.reserve(ops_.size() + 1);
-    for (const RecordedOp& op : ops_) {
+    begin.reserve(n + 1);
+    for (size_t i = 0; i < n; ++i) {
       begin.push_back(lines_.size());
-      AddLines(&op, sizeof(RecordedOp));
-      AddLines(op.closure.get(), op.closure_bytes);
+      // Op i's return path: the rest of its calling code and the profile's slot.
+      AddLines(reinterpret_cast<const void*>(ops_[i].run), kCodeBytes);
+      AddLines(ops_[i].profile_slot, 1);
+      // The next op's dispatch; the last op's next is the first, in the next replay.
+      const RecordedOp& next = ops_[(i + 1) % n];
+      AddLines(&next, sizeof(RecordedOp));
+      AddLines(next.closure.get(), next.closure_bytes);
       // The calling function's code: prefetched as data, an instruction fetch then finds it
       // in L2 rather than in memory.
-      AddLines(reinterpret_cast<const void*>(op.run), kCodeBytes);
-      lines_.insert(lines_.end(), backend_lines.begin(), backend_lines.end());
+      AddLines(reinterpret_cast<const void*>(next.run), kCodeBytes);
+      AddLines(next.profile_slot, 1);
+      for (const void* p : backend_lines) AddLines(p, 1);
+      // Each line once (ops of one kind share their code and slot).
+      std::sort(lines_.begin() + static_cast<ptrdiff_t>(begin.back()), lines_.end());
+      lines_.erase(std::unique(lines_.begin() + static_cast<ptrdiff_t>(begin.back()), lines_.end()),
+                   lines_.end());
     }
     begin.push_back(lines_.size());
-    lines_.shrink_to_fit();
-    for (size_t i = 0; i + 1 < ops_.size(); ++i) {
+    for (size_t i = 0; i < n; ++i) {
       ops_[i].next_lines =
-          absl::MakeConstSpan(lines_.data() + begin[i + 1], lines_.data() + begin[i + 2]);
+          absl::MakeConstSpan(lines_.data() + begin[i], lines_.data() + begin[i + 1]);
     }
     memory_bytes_ = sizeof(RecordedGraph) + ops_.capacity() * sizeof(RecordedOp) +
                     lines_.capacity() * sizeof(const void*);
@@ -53,16 +74,25 @@ class RecordedGraph : public Graph {
       *next_op_lines = op->next_lines;
       op->run(op->closure.get());
     }
+    *next_op_lines = {};
   }
   uint64_t memory_bytes() const override { return memory_bytes_; }
 
  private:
   static constexpr size_t kLine = 64;
-  static constexpr size_t kCodeBytes = 2 * kLine;
+  // A dispatch function's code (RunClosure<...>: about 400 bytes with gcc 12 at -O2): its
+  // first lines call the op, its last ones return from it.
+  static constexpr size_t kCodeBytes = 7 * kLine;
   static constexpr size_t kMaxLinesPerObject = 8;
 
-  // Every line of [p, p + bytes), up to kMaxLinesPerObject of them.
+  // The most lines AddLines(p, bytes) adds, wherever p lies.
+  static size_t MaxLines(size_t bytes) {
+    return bytes == 0 ? 1 : std::min(kMaxLinesPerObject, (bytes + kLine - 2) / kLine + 1);
+  }
+
+  // Every line of [p, p + bytes), up to kMaxLinesPerObject of them; none for nullptr.
   void AddLines(const void* p, size_t bytes) {
+    if (p == nullptr) return;
     const uintptr_t first = reinterpret_cast<uintptr_t>(p) / kLine;
     const uintptr_t last = (reinterpret_cast<uintptr_t>(p) + bytes - 1) / kLine;
     for (uintptr_t line = first; line <= last && line - first < kMaxLinesPerObject; ++line) {

@@ -3,11 +3,13 @@
 // capture records each op as a closure over its params (the views point at fixed buffers, so
 // a replay sees whatever those buffers hold then). Subclasses implement the Run* methods.
 //
-// While a replay runs op i it publishes the cache lines op i + 1's dispatch reads (its record,
-// closure and calling code, this object's profile pointer): an op that streamed gigabytes of
-// weights leaves none of them cached, and reading them one after another from memory is most
-// of the host time between two ops. A subclass whose ops end waiting on other threads
-// (CpuBackend) prefetches them while it waits (next_op_lines).
+// While a replay runs op i it publishes the cache lines the host reads from op i's end to op
+// i + 1's start: op i's return path (its calling code, its profile slot) and op i + 1's
+// dispatch (its record, closure and calling code, this object's lines); during the last op,
+// the first op's dispatch, for the next replay. An op that streamed gigabytes of weights
+// leaves none of them cached, and reading them one after another from memory is most of the
+// host time between two ops. A subclass whose ops end waiting on other threads (CpuBackend)
+// prefetches them while it waits (next_op_lines).
 #ifndef MLASERVE_KERNELS_HOST_BACKEND_H_
 #define MLASERVE_KERNELS_HOST_BACKEND_H_
 
@@ -27,8 +29,9 @@ struct RecordedOp {
   void (*run)(const void* closure) = nullptr;
   std::unique_ptr<void, void (*)(void*)> closure{nullptr, nullptr};
   uint32_t closure_bytes = 0;
-  // Set by the graph: the lines the next op's dispatch reads (kept here, in the line a replay
-  // reads anyway to run this op).
+  const void* profile_slot = nullptr;  // OpProfile::SlotAddress of the op, when profiling
+  // Set by the graph: the lines read from this op's end to the next op's start (kept here, in
+  // the line a replay reads anyway to run this op).
   absl::Span<const void* const> next_lines;
 };
 
@@ -103,8 +106,9 @@ class HostBackend : public Backend {
   // before its pages are populated: a subclass may set their memory policy. Does nothing here.
   virtual void PlaceLargeBuffer(void* data, size_t bytes) {}
 
-  // During a replay, the cache lines the next op's dispatch reads; empty otherwise (eager ops,
-  // the last op of a replay). The address is fixed for the backend's life.
+  // During a replay, the cache lines read from the running op's end to the next op's start
+  // (for the last op: to the first op's start in the next replay); empty otherwise (eager
+  // ops, after a replay). The address is fixed for the backend's life.
   const absl::Span<const void* const>* next_op_lines() const { return &next_op_lines_; }
 
  private:
@@ -124,7 +128,8 @@ class HostBackend : public Backend {
       using Closure = decltype(closure);
       recording_->push_back({.run = &RunClosure<Closure>,
                              .closure = {new Closure(std::move(closure)), &DeleteClosure<Closure>},
-                             .closure_bytes = static_cast<uint32_t>(sizeof(Closure))});
+                             .closure_bytes = static_cast<uint32_t>(sizeof(Closure)),
+                             .profile_slot = profile_ ? profile_->SlotAddress(op) : nullptr});
     } else {
       Run(run, p, op);
     }

@@ -43,18 +43,22 @@ OpProfile::OpProfile(bool use_tsc)
       start_ticks_(Now()),
       start_nanos_(SteadyNanos()) {}
 
-void OpProfile::Add(const char* op, int64_t ticks) {
+int OpProfile::SlotIndex(const char* op) const {
   for (int probe = 0, i = HomeSlot(op); probe < kSlots; ++probe, i = (i + 1) % kSlots) {
-    Slot& s = slots_[i];
-    if (s.op == op || s.op == nullptr) {
-      s.op = op;
-      ++s.calls;
-      s.ticks += ticks;
-      return;
-    }
+    if (slots_[i].op == op || slots_[i].op == nullptr) return i;
   }
   MLASERVE_CHECK_MSG(false, "OpProfile: more op name addresses than slots");
+  return -1;
 }
+
+void OpProfile::Add(const char* op, int64_t ticks) {
+  Slot& s = slots_[SlotIndex(op)];
+  s.op = op;
+  ++s.calls;
+  s.ticks += ticks;
+}
+
+const void* OpProfile::SlotAddress(const char* op) const { return &slots_[SlotIndex(op)]; }
 
 int64_t OpProfile::total_ticks() const {
   int64_t total = 0;

@@ -1,6 +1,9 @@
 #include "kernels/cpu/cpu_thread_pool.h"
 
+#include <algorithm>
 #include <chrono>
+
+#include <pthread.h>
 
 #include "kernels/check.h"
 
@@ -9,9 +12,31 @@ namespace {
 
 constexpr uint32_t kActiveMask = 0xff;
 
+// The caller's frames a waiting thread prefetches: from RunJob's frame up, through the op
+// that called it, to the replay's loop and the step around it.
+constexpr intptr_t kFrameBytes = 2048;
+
+// The end (highest address) of the calling thread's stack, or 0 where it cannot be told.
+uintptr_t StackEnd() {
+  thread_local uintptr_t end = 0;
+  if (end == 0) {
+    pthread_attr_t attr;
+    if (pthread_getattr_np(pthread_self(), &attr) == 0) {
+      void* base = nullptr;
+      size_t size = 0;
+      if (pthread_attr_getstack(&attr, &base, &size) == 0) {
+        end = reinterpret_cast<uintptr_t>(base) + size;
+      }
+      pthread_attr_destroy(&attr);
+    }
+  }
+  return end;
+}
+
 }  // namespace
 
-CpuThreadPool::CpuThreadPool(int num_threads) {
+CpuThreadPool::CpuThreadPool(int num_threads)
+    : code_(ExecutableSegmentOf(reinterpret_cast<const void*>(&WaitWhileEquals))) {
   static_assert(kMaxThreads <= static_cast<int>(kActiveMask));
   MLASERVE_CHECK(num_threads >= 1 && num_threads <= kMaxThreads);
   workers_.reserve(num_threads - 1);
@@ -35,6 +60,9 @@ void CpuThreadPool::RunJob(int threads, Job job, void* fn) {
   job_ = job;
   fn_ = fn;
   caller_frame_ = static_cast<const char*>(__builtin_frame_address(0));
+  caller_frame_bytes_ = static_cast<int>(std::clamp<intptr_t>(
+      static_cast<intptr_t>(StackEnd() - reinterpret_cast<uintptr_t>(caller_frame_)), 0,
+      kFrameBytes));
   caller_lines_ = wait_prefetch_ != nullptr ? *wait_prefetch_ : absl::Span<const void* const>();
   caller_busy_.store(true, std::memory_order_relaxed);
   barrier_arrived_.store(0, std::memory_order_relaxed);
@@ -47,7 +75,7 @@ void CpuThreadPool::RunJob(int threads, Job job, void* fn) {
   job(fn, 0);
   caller_busy_.store(false, std::memory_order_relaxed);
   if (pending_.load(std::memory_order_acquire) != 0) {
-    PrefetchForCaller(caller_frame_, caller_lines_);
+    PrefetchForCaller();
   }
   for (uint32_t left = pending_.load(std::memory_order_acquire); left != 0;
        left = pending_.load(std::memory_order_acquire)) {
@@ -64,18 +92,36 @@ void CpuThreadPool::WorkerLoop(int index) {
     if (index < static_cast<int>(seen & kActiveMask)) {
       job_(fn_, index);
       if (caller_busy_.load(std::memory_order_relaxed)) {
-        PrefetchForCaller(caller_frame_, caller_lines_);
+        PrefetchForCaller();
       }
       if (pending_.fetch_sub(1, std::memory_order_acq_rel) == 1) pending_.notify_one();
     }
   }
 }
 
-void CpuThreadPool::PrefetchForCaller(const char* frame, absl::Span<const void* const> lines) {
-  // The frames the caller returns through, from an op's parallel region up to a replay's loop.
-  constexpr int kFrameLines = 32;
-  for (int i = 0; i < kFrameLines; ++i) __builtin_prefetch(frame + 64 * i);
-  for (const void* line : lines) __builtin_prefetch(line);
+void CpuThreadPool::PrefetchForCaller() const {
+  for (intptr_t i = 0; i < caller_frame_bytes_; i += 64) __builtin_prefetch(caller_frame_ + i);
+  for (const void* line : caller_lines_) __builtin_prefetch(line);
+  // Then the code those frames return to, which an op that streamed its weights evicted too:
+  // the return path would read it line by line from memory.
+  PrefetchReturnCode(caller_frame_, caller_frame_bytes_);
+}
+
+// Reads the caller's frames while the caller may run (a worker that ended first): the return
+// addresses there do not change until the Run returns, but locals of the op beside them may
+// (a claim counter), and a stale or torn word costs at most a useless prefetch. Hence relaxed
+// atomic loads, kept out of the sanitizers' view (AddressSanitizer poisons the redzones
+// between those locals).
+__attribute__((no_sanitize("address", "thread"))) void CpuThreadPool::PrefetchReturnCode(
+    const char* frame, int bytes) const {
+  const auto* words = reinterpret_cast<const uintptr_t*>(frame);
+  for (int i = 0; i < bytes / static_cast<int>(sizeof(uintptr_t)); ++i) {
+    const uintptr_t word = __atomic_load_n(&words[i], __ATOMIC_RELAXED);
+    if (code_.Contains(word)) {
+      __builtin_prefetch(reinterpret_cast<const void*>(word));
+      __builtin_prefetch(reinterpret_cast<const void*>(word + 64));
+    }
+  }
 }
 
 void CpuThreadPool::Barrier() {

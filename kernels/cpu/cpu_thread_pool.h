@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "absl/types/span.h"
+#include "kernels/code_segment.h"
 
 namespace mlaserve {
 
@@ -47,11 +48,13 @@ class CpuThreadPool {
 
   // Cache lines the caller reads right after a Run returns (the next op's dispatch, which a
   // graph replay publishes there), read again for every Run. Whoever of a Run's threads ends
-  // its part while others still work prefetches them and the frames the caller returns
-  // through: the caller into its own caches while it waits, a worker while the caller still
-  // works, from where the caller's misses are served by a neighbour's cache, not memory. The
-  // span's address stays valid for the pool's life; the span may be empty, and the lines it
-  // names must stay mapped until the Run returns. nullptr: only the frames.
+  // its part while others still work prefetches them, the frames the caller returns through
+  // and the code at the return addresses those frames hold (any word of them that points into
+  // the executable segment of this code: ExecutableSegmentOf): the caller into its own caches
+  // while it waits, a worker while the caller still works, from where the caller's misses are
+  // served by a neighbour's cache, not memory. The span's address stays valid for the pool's
+  // life; the span may be empty, and the lines it names must stay mapped until the Run
+  // returns. nullptr: only the frames and their code.
   void set_wait_prefetch(const absl::Span<const void* const>* lines) { wait_prefetch_ = lines; }
 
   // How long a waiting thread spins before it sleeps.
@@ -62,12 +65,17 @@ class CpuThreadPool {
 
   void RunJob(int threads, Job job, void* fn);
   void WorkerLoop(int index);
-  // Prefetches `frame_lines` lines from `frame` up and every line of `lines`.
-  static void PrefetchForCaller(const char* frame, absl::Span<const void* const> lines);
+  // Prefetches the caller's frames, the code their return addresses point at, and the lines
+  // published when the Run began.
+  void PrefetchForCaller() const;
+  // Prefetches two lines at each word of [frame, frame + bytes) that points into code_: a
+  // return address, or a function pointer (one useless prefetch).
+  void PrefetchReturnCode(const char* frame, int bytes) const;
   // Returns once value != old, spinning for up to kSpinNanos first.
   static void WaitWhileEquals(const std::atomic<uint32_t>& value, uint32_t old);
 
   std::vector<std::thread> workers_;
+  const AddressRange code_;  // ExecutableSegmentOf this pool's code
   const absl::Span<const void* const>* wait_prefetch_ = nullptr;
   // Written by Run before it bumps generation_ (release) and read by the workers it activates
   // after (acquire); not written again until those workers are done.
@@ -75,6 +83,7 @@ class CpuThreadPool {
   void* fn_ = nullptr;
   int active_ = 0;
   const char* caller_frame_ = nullptr;  // RunJob's frame
+  int caller_frame_bytes_ = 0;          // of the caller's stack from there, at most 2 KiB
   absl::Span<const void* const> caller_lines_;  // *wait_prefetch_ when the Run began
   // Whether the caller still runs its part of the current Run.
   std::atomic<bool> caller_busy_{false};

@@ -1,14 +1,22 @@
 // CpuThreadPool: every participant runs exactly once per Run, Barrier separates phases, and
 // back-to-back, partial and spaced-out Runs (the spin and the sleep paths) neither lose a
-// wake-up nor run a stale job.
+// wake-up nor run a stale job. ExecutableSegmentOf, with which the pool tells return addresses
+// in its caller's frames, agrees with the kernel's map of this process (/proc/self/maps).
 #include "kernels/cpu/cpu_thread_pool.h"
 
 #include <atomic>
 #include <chrono>
+#include <cstdint>
+#include <cstdlib>
+#include <fstream>
+#include <memory>
+#include <sstream>
+#include <string>
 #include <thread>
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "kernels/code_segment.h"
 
 namespace mlaserve {
 namespace {
@@ -51,6 +59,52 @@ TEST(CpuThreadPoolTest, PrefetchesForTheCallerWhoeverEndsFirst) {
   }
   published = {};
   for (int t = 0; t < 3; ++t) EXPECT_EQ(calls[t].load(), kRuns) << t;
+}
+
+// The /proc/self/maps line holding `address`: its range and permissions ("r-xp" ...).
+struct Mapping {
+  uintptr_t begin = 0, end = 0;
+  std::string perms;
+};
+Mapping MappingOf(uintptr_t address) {
+  std::ifstream maps("/proc/self/maps");
+  for (std::string line; std::getline(maps, line);) {
+    std::istringstream in(line);
+    std::string range, perms;
+    in >> range >> perms;
+    const size_t dash = range.find('-');
+    const uintptr_t begin = std::stoull(range.substr(0, dash), nullptr, 16);
+    const uintptr_t end = std::stoull(range.substr(dash + 1), nullptr, 16);
+    if (address >= begin && address < end) return {begin, end, perms};
+  }
+  return {};
+}
+
+int CodeInThisTest(int x) { return x + 1; }
+
+TEST(CodeSegmentTest, FindsTheExecutableMappingOfCodeAndNothingForData) {
+  const auto code = reinterpret_cast<uintptr_t>(&CodeInThisTest);
+  const AddressRange segment = ExecutableSegmentOf(reinterpret_cast<const void*>(code));
+  ASSERT_TRUE(segment.Contains(code));
+  const Mapping mapping = MappingOf(code);
+  EXPECT_EQ(mapping.perms.substr(0, 3), "r-x");
+  // The segment lies in the mapping (its memory size may end inside the last page).
+  EXPECT_GE(segment.begin, mapping.begin);
+  EXPECT_LE(segment.begin + segment.size, mapping.end);
+  // The code of a shared library (libc) is in its own segment, not this executable's.
+  const auto libc = reinterpret_cast<uintptr_t>(&std::abort);
+  EXPECT_EQ(MappingOf(libc).perms.substr(0, 3), "r-x");
+  EXPECT_TRUE(ExecutableSegmentOf(reinterpret_cast<const void*>(libc)).Contains(libc));
+  EXPECT_FALSE(segment.Contains(libc));
+  // Stack, heap and read-only data are in no executable segment.
+  int local = 0;
+  const auto heap = std::make_unique<int>(0);
+  static const char kConstant[] = "data";
+  for (const void* data : {static_cast<const void*>(&local), static_cast<const void*>(heap.get()),
+                           static_cast<const void*>(kConstant)}) {
+    EXPECT_EQ(ExecutableSegmentOf(data).size, 0u) << data;
+    EXPECT_NE(MappingOf(reinterpret_cast<uintptr_t>(data)).perms.substr(0, 3), "r-x") << data;
+  }
 }
 
 TEST(CpuThreadPoolTest, CallerIsParticipantZero) {

@@ -1,8 +1,10 @@
 // HostBackend's recorded graphs: a replay runs the recorded ops in order on the params they
 // were recorded with, as often as it is replayed, and while op i runs the backend publishes
-// the cache lines op i + 1's dispatch reads (what CpuBackend's thread pool prefetches while it
-// waits): none during eager ops, during the last op of a replay or after it.
+// the cache lines read from op i's end to op i + 1's start (what CpuBackend's thread pool
+// prefetches while it waits), each line once; during the last op those up to the next
+// replay's first op; none during eager ops or after a replay.
 #include <algorithm>
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -22,7 +24,8 @@ class SpyBackend final : public NoOpBackend {
     std::string op;
     float out0;
     size_t next_lines;
-    bool next_lines_name_backend;  // the backend object is among them
+    bool next_lines_name_backend;  // the backend object's line is among them
+    bool next_lines_are_distinct_lines;  // line addresses, each once
   };
 
   using HostBackend::next_op_lines;
@@ -36,9 +39,16 @@ class SpyBackend final : public NoOpBackend {
  private:
   void Note(const char* op, const TensorView& out) {
     const absl::Span<const void* const> lines = *next_op_lines();
+    std::vector<uintptr_t> addresses;
+    for (const void* line : lines) addresses.push_back(reinterpret_cast<uintptr_t>(line));
+    std::sort(addresses.begin(), addresses.end());
+    const bool distinct_lines =
+        std::adjacent_find(addresses.begin(), addresses.end()) == addresses.end() &&
+        std::all_of(addresses.begin(), addresses.end(), [](uintptr_t a) { return a % 64 == 0; });
+    const auto own_line = reinterpret_cast<uintptr_t>(this) / 64 * 64;
     calls.push_back({op, *static_cast<const float*>(out.data()), lines.size(),
-                     std::find(lines.begin(), lines.end(), static_cast<const void*>(this)) !=
-                         lines.end()});
+                     std::binary_search(addresses.begin(), addresses.end(), own_line),
+                     distinct_lines});
   }
 };
 
@@ -85,13 +95,20 @@ TEST_F(HostReplayTest, PublishesTheNextOpsLinesWhileAnOpRuns) {
   std::unique_ptr<Graph> graph = RecordThree();
   graph->Replay();
   ASSERT_EQ(backend_.calls.size(), 3u);
-  for (int i = 0; i < 2; ++i) {
-    // The next op's record, closure and calling code, and the backend's own line.
+  for (int i = 0; i < 3; ++i) {
+    // The op's own code, the next op's (for the last op: the first op's) record, closure and
+    // calling code, and the backend's own line.
     EXPECT_GE(backend_.calls[i].next_lines, 4u) << i;
     EXPECT_TRUE(backend_.calls[i].next_lines_name_backend) << i;
+    EXPECT_TRUE(backend_.calls[i].next_lines_are_distinct_lines) << i;
   }
-  EXPECT_EQ(backend_.calls[2].next_lines, 0u);  // nothing follows the last op
-  EXPECT_TRUE(backend_.next_op_lines()->empty());
+  EXPECT_TRUE(backend_.next_op_lines()->empty());  // nothing after the replay
+  // The next replay publishes the same lines.
+  const std::vector<SpyBackend::Call> first = backend_.calls;
+  backend_.calls.clear();
+  graph->Replay();
+  ASSERT_EQ(backend_.calls.size(), 3u);
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(backend_.calls[i].next_lines, first[i].next_lines) << i;
 }
 
 TEST_F(HostReplayTest, EagerOpsPublishNothing) {
@@ -114,7 +131,9 @@ TEST_F(HostReplayTest, TwoGraphsReplayIndependently) {
   first->Replay();
   ASSERT_EQ(backend_.calls.size(), 4u);
   EXPECT_EQ(backend_.calls[0].op, "SiluMul");
-  EXPECT_EQ(backend_.calls[0].next_lines, 0u);  // a graph of one op
+  // A graph of one op: its next op is itself, in the next replay.
+  EXPECT_GE(backend_.calls[0].next_lines, 4u);
+  EXPECT_TRUE(backend_.calls[0].next_lines_name_backend);
   EXPECT_EQ(backend_.calls[1].op, "Add");
   EXPECT_GE(backend_.calls[1].next_lines, 4u);
   second.reset();
