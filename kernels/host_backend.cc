@@ -31,27 +31,14 @@ class RecordedGraph : public Graph {
     // depends on the ops alone (GraphRunner::MeasureMemory sizes the graphs before capture).
     size_t room = 0;
     for (size_t i = 0; i < n; ++i) {
-      const RecordedOp& next = ops_[(i + 1) % n];
-      room += 2 * MaxLines(kCodeBytes) + 2 + MaxLines(sizeof(RecordedOp)) +
-              MaxLines(next.closure_bytes) + backend_lines.size();
+      ForEachObject(i, backend_lines, [&](const void*, size_t bytes) { room += MaxLines(bytes); });
     }
     lines_.reserve(room);
     std::vector<size_t> begin;
     begin.reserve(n + 1);
     for (size_t i = 0; i < n; ++i) {
       begin.push_back(lines_.size());
-      // Op i's return path: the rest of its calling code and the profile's slot.
-      AddLines(reinterpret_cast<const void*>(ops_[i].run), kCodeBytes);
-      AddLines(ops_[i].profile_slot, 1);
-      // The next op's dispatch; the last op's next is the first, in the next replay.
-      const RecordedOp& next = ops_[(i + 1) % n];
-      AddLines(&next, sizeof(RecordedOp));
-      AddLines(next.closure.get(), next.closure_bytes);
-      // The calling function's code: prefetched as data, an instruction fetch then finds it
-      // in L2 rather than in memory.
-      AddLines(reinterpret_cast<const void*>(next.run), kCodeBytes);
-      AddLines(next.profile_slot, 1);
-      for (const void* p : backend_lines) AddLines(p, 1);
+      ForEachObject(i, backend_lines, [&](const void* p, size_t bytes) { AddLines(p, bytes); });
       // Each line once (ops of one kind share their code and slot).
       std::sort(lines_.begin() + static_cast<ptrdiff_t>(begin.back()), lines_.end());
       lines_.erase(std::unique(lines_.begin() + static_cast<ptrdiff_t>(begin.back()), lines_.end()),
@@ -85,6 +72,24 @@ class RecordedGraph : public Graph {
   // it.
   static constexpr size_t kCodeBytes = 4 * kLine;
   static constexpr size_t kMaxLinesPerObject = 8;
+
+  // Calls fn(address, bytes) for each object read from op i's end to op i + 1's start (the
+  // last op's next is the first, in the next replay); an address may be nullptr.
+  template <class Fn>
+  void ForEachObject(size_t i, absl::Span<const void* const> backend_lines, Fn fn) const {
+    // Op i's return path: the rest of its calling code and the profile's slot.
+    fn(reinterpret_cast<const void*>(ops_[i].run), kCodeBytes);
+    fn(ops_[i].profile_slot, 1);
+    // The next op's dispatch: its record, its closure, its calling code (prefetched as data,
+    // an instruction fetch then finds it in L2 rather than in memory), its profile slot, and
+    // the backend object's lines.
+    const RecordedOp& next = ops_[(i + 1) % ops_.size()];
+    fn(&next, sizeof(RecordedOp));
+    fn(next.closure.get(), next.closure_bytes);
+    fn(reinterpret_cast<const void*>(next.run), kCodeBytes);
+    fn(next.profile_slot, 1);
+    for (const void* p : backend_lines) fn(p, 1);
+  }
 
   // The most lines AddLines(p, bytes) adds, wherever p lies.
   static size_t MaxLines(size_t bytes) {

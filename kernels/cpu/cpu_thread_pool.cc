@@ -64,7 +64,7 @@ void CpuThreadPool::RunJob(int threads, Job job, void* fn) {
       static_cast<intptr_t>(StackEnd() - reinterpret_cast<uintptr_t>(caller_frame_)), 0,
       kFrameBytes));
   caller_lines_ = wait_prefetch_ != nullptr ? *wait_prefetch_ : absl::Span<const void* const>();
-  caller_busy_.store(true, std::memory_order_relaxed);
+  prefetch_for_caller_.store(true, std::memory_order_relaxed);
   barrier_arrived_.store(0, std::memory_order_relaxed);
   pending_.store(static_cast<uint32_t>(threads - 1), std::memory_order_relaxed);
   const uint32_t next =
@@ -73,7 +73,7 @@ void CpuThreadPool::RunJob(int threads, Job job, void* fn) {
   generation_.store(next, std::memory_order_release);
   generation_.notify_all();
   job(fn, 0);
-  caller_busy_.store(false, std::memory_order_relaxed);
+  prefetch_for_caller_.store(false, std::memory_order_relaxed);
   if (pending_.load(std::memory_order_acquire) != 0) {
     PrefetchForCaller();
   }
@@ -91,7 +91,10 @@ void CpuThreadPool::WorkerLoop(int index) {
     if (stop_.load(std::memory_order_relaxed)) return;
     if (index < static_cast<int>(seen & kActiveMask)) {
       job_(fn_, index);
-      if (caller_busy_.load(std::memory_order_relaxed)) {
+      // The first worker to end while the caller works prefetches for it; one copy of the
+      // lines in a neighbour's cache serves the caller, so the others do not.
+      if (prefetch_for_caller_.load(std::memory_order_relaxed) &&
+          prefetch_for_caller_.exchange(false, std::memory_order_relaxed)) {
         PrefetchForCaller();
       }
       if (pending_.fetch_sub(1, std::memory_order_acq_rel) == 1) pending_.notify_one();

@@ -47,12 +47,12 @@ class CpuThreadPool {
   void Barrier();
 
   // Cache lines the caller reads right after a Run returns (the next op's dispatch, which a
-  // graph replay publishes there), read again for every Run. Whoever of a Run's threads ends
-  // its part while others still work prefetches them, the frames the caller returns through
-  // and the code at the return addresses those frames hold (any word of them that points into
-  // the executable segment of this code: ExecutableSegmentOf): the caller into its own caches
-  // while it waits, a worker while the caller still works, from where the caller's misses are
-  // served by a neighbour's cache, not memory. The span's address stays valid for the pool's
+  // graph replay publishes there), read again for every Run. A thread of the Run that ends its
+  // part while others still work prefetches them, the frames the caller returns through and
+  // the code at the return addresses those frames hold (any word of them that points into the
+  // executable segment of this code: ExecutableSegmentOf): the caller into its own caches
+  // while it waits, and the first worker to end while the caller still works, from where the
+  // caller's misses are served by a neighbour's cache, not memory. The span's address stays valid for the pool's
   // life; the span may be empty, and the lines it names must stay mapped until the Run
   // returns. nullptr: only the frames and their code.
   void set_wait_prefetch(const absl::Span<const void* const>* lines) { wait_prefetch_ = lines; }
@@ -85,8 +85,9 @@ class CpuThreadPool {
   const char* caller_frame_ = nullptr;  // RunJob's frame
   int caller_frame_bytes_ = 0;          // of the caller's stack from there, at most 2 KiB
   absl::Span<const void* const> caller_lines_;  // *wait_prefetch_ when the Run began
-  // Whether the caller still runs its part of the current Run.
-  std::atomic<bool> caller_busy_{false};
+  // Set while the caller runs its part of the current Run and no worker has prefetched for
+  // it yet: the first worker to end then claims the prefetch.
+  std::atomic<bool> prefetch_for_caller_{false};
   // (Run count << 8) | participants of that Run (kMaxThreads fits the low byte): an idle worker learns from this word alone
   // that it is not needed, so it never reads job_ while the next Run writes it.
   std::atomic<uint32_t> generation_{0};
