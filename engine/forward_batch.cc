@@ -38,6 +38,103 @@ TensorView ForwardBatchBuilder::Reserve(int64_t n, std::initializer_list<int64_t
   return view;
 }
 
+int32_t* ForwardBatchBuilder::Staged(const TensorView& view) {
+  return staging_.data() + (static_cast<const int32_t*>(view.data()) -
+                            static_cast<const int32_t*>(buffer_.data()));
+}
+
+namespace {
+
+// The new tokens of `s` from row `token` on: ids, positions and cache slots.
+void WriteNewTokens(const StepSequence& s, int64_t bs, int32_t token, int32_t* ids, int32_t* pos,
+                    int32_t* slots) {
+  for (int32_t j = 0; j < s.num_new_tokens; ++j) {
+    const int32_t p = s.start_position + j;
+    ids[token + j] = s.token_ids[p];
+    pos[token + j] = p;
+    slots[token + j] = static_cast<int32_t>(s.block_table[p / bs] * bs + p % bs);
+  }
+}
+
+// A sequence's row of `width` block-table entries. Entries past its own blocks point at block 0
+// (reserved, never handed out), so a kernel that reads a whole row only ever touches valid
+// memory.
+void WriteTableRow(const StepSequence& s, int32_t width, int32_t* table) {
+  const int32_t own = std::min<int32_t>(width, static_cast<int32_t>(s.block_table.size()));
+  std::copy_n(s.block_table.begin(), own, table);
+  std::fill(table + own, table + width, 0);
+}
+
+// Padding rows of a graph bucket, decode rows [row, end): token 0 at position 0, no cache write,
+// attending over the first row of block 0, which is reserved and zeroed at start-up, so they
+// compute finite values from valid memory and never touch a live sequence's blocks. Decode row
+// i is token i and logits row i.
+void WritePaddingRows(int32_t row, int32_t end, int32_t width, int32_t* ids, int32_t* pos,
+                      int32_t* slots, int32_t* table, int32_t* len, int32_t* logit_rows) {
+  for (; row < end; ++row) {
+    ids[row] = 0;
+    pos[row] = 0;
+    slots[row] = -1;
+    std::fill(table + row * width, table + (row + 1) * width, 0);
+    len[row] = 1;
+    logit_rows[row] = row;
+  }
+}
+
+void CheckFits(const StepSequence& s, int64_t bs) {
+  MLASERVE_CHECK(s.num_new_tokens >= 1);
+  MLASERVE_CHECK(static_cast<int64_t>(s.block_table.size()) * bs >=
+                 s.start_position + s.num_new_tokens);
+}
+
+}  // namespace
+
+void ForwardBatchBuilder::WriteSplitPlan(const ForwardBatch& fb, const int32_t* dec_len,
+                                         int32_t nd) {
+  if (limits_.mla_split_workers == 0 || nd == 0) return;
+  PlanMlaSplits(absl::MakeConstSpan(dec_len, nd), limits_.block_size, limits_.mla_split_workers,
+                absl::MakeSpan(Staged(fb.decode_split_offsets), nd + 1),
+                absl::MakeSpan(reinterpret_cast<MlaSplitItem*>(Staged(fb.decode_split_items)),
+                               fb.decode_split_items.size(0)),
+                limits_.mla_split_rule);
+}
+
+void ForwardBatchBuilder::CopyStaged(int64_t words) {
+  backend_->CopyFromHost(staging_.data(), static_cast<size_t>(words) * sizeof(int32_t),
+                         TensorView(buffer_.data(), DType::kI32, {words}));
+}
+
+void ForwardBatchBuilder::BuildDecodes(absl::Span<const StepSequence> seqs,
+                                       const ForwardBatch& layout,
+                                       std::vector<int32_t>* logit_items) {
+  const int64_t bs = limits_.block_size;
+  const int32_t rows = layout.num_decodes, width = layout.num_blocks_per_seq;
+  const auto n = static_cast<int32_t>(seqs.size());
+  MLASERVE_CHECK(layout.num_prefill_seqs == 0 && layout.num_tokens == rows &&
+                 layout.num_logits == rows && n <= rows);
+  int32_t* ids = Staged(layout.input_ids);
+  int32_t* pos = Staged(layout.positions);
+  int32_t* slots = Staged(layout.slot_mapping);
+  int32_t* table = Staged(layout.decode_block_tables);
+  int32_t* len = Staged(layout.decode_seq_lens);
+  int32_t* logit_rows = Staged(layout.logits_indices);
+  logit_items->clear();
+  for (int32_t i = 0; i < n; ++i) {
+    const StepSequence& s = seqs[i];
+    CheckFits(s, bs);
+    MLASERVE_CHECK(s.num_new_tokens == 1);
+    WriteNewTokens(s, bs, i, ids, pos, slots);
+    WriteTableRow(s, width, table + i * width);
+    len[i] = s.start_position + 1;
+    logit_rows[i] = i;
+    logit_items->push_back(i);
+  }
+  WritePaddingRows(n, rows, width, ids, pos, slots, table, len, logit_rows);
+  Staged(layout.prefill_cu_seqlens)[0] = 0;
+  WriteSplitPlan(layout, len, rows);
+  CopyStaged(layout.metadata_words);
+}
+
 void ForwardBatchBuilder::Build(absl::Span<const StepSequence> seqs, ForwardBatch* fb,
                                 int32_t pad_decodes_to) {
   const int64_t bs = limits_.block_size;
@@ -58,9 +155,7 @@ void ForwardBatchBuilder::Build(absl::Span<const StepSequence> seqs, ForwardBatc
   fb->context_rounds = std::move(rounds);
   int32_t max_blocks = 1;
   for (const StepSequence& s : seqs) {
-    MLASERVE_CHECK(s.num_new_tokens >= 1);
-    MLASERVE_CHECK(static_cast<int64_t>(s.block_table.size()) * bs >=
-                   s.start_position + s.num_new_tokens);
+    CheckFits(s, bs);
     fb->num_tokens += s.num_new_tokens;
     if (s.num_new_tokens == 1) {
       ++fb->num_decodes;
@@ -103,19 +198,10 @@ void ForwardBatchBuilder::Build(absl::Span<const StepSequence> seqs, ForwardBatc
   cu[0] = 0;
   for (int32_t item : order) {
     const StepSequence& s = seqs[item];
-    for (int32_t j = 0; j < s.num_new_tokens; ++j) {
-      const int32_t p = s.start_position + j;
-      ids[token + j] = s.token_ids[p];
-      pos[token + j] = p;
-      slots[token + j] = static_cast<int32_t>(s.block_table[p / bs] * bs + p % bs);
-    }
-    // Rows past a sequence's own blocks point at block 0 (reserved, never handed out), so a
-    // kernel that reads a whole row only ever touches valid memory.
-    int32_t* table = s.num_new_tokens == 1 ? dec_bt + decode * max_blocks
-                                           : pre_bt + prefill * max_blocks;
-    const int32_t own = std::min<int32_t>(max_blocks, static_cast<int32_t>(s.block_table.size()));
-    std::copy_n(s.block_table.begin(), own, table);
-    std::fill(table + own, table + max_blocks, 0);
+    WriteNewTokens(s, bs, token, ids, pos, slots);
+    WriteTableRow(s, max_blocks,
+                  s.num_new_tokens == 1 ? dec_bt + decode * max_blocks
+                                        : pre_bt + prefill * max_blocks);
     if (s.num_new_tokens == 1) {
       dec_len[decode++] = s.start_position + 1;
     } else {
@@ -128,27 +214,17 @@ void ForwardBatchBuilder::Build(absl::Span<const StepSequence> seqs, ForwardBatc
       fb->logit_items.push_back(item);
     }
   }
-  // Padding rows of a graph bucket: token 0 at position 0, no cache write, attending over the
-  // first row of block 0, which is reserved and zeroed at start-up, so they compute finite
-  // values from valid memory and never touch a live sequence's blocks.
-  for (int32_t k = 0; k < num_padding; ++k, ++token, ++decode) {
-    ids[token] = 0;
-    pos[token] = 0;
-    slots[token] = -1;
-    std::fill(dec_bt + decode * max_blocks, dec_bt + (decode + 1) * max_blocks, 0);
-    dec_len[decode] = 1;
-    logit_rows[logit++] = token;
-  }
+  // Padding rows come after the decodes and before any prefill token (a bucket has none).
+  MLASERVE_CHECK(num_padding == 0 || (token == decode && decode == logit));
+  WritePaddingRows(decode, decode + num_padding, max_blocks, ids, pos, slots, dec_bt, dec_len,
+                   logit_rows);
 
   if (limits_.mla_split_workers > 0 && nd > 0) {
     const int64_t items = MlaSplitCapacity(nd, limits_.mla_split_workers, limits_.mla_split_rule);
-    int32_t *offsets, *plan;
-    fb->decode_split_offsets = Reserve(nd + 1, {nd + 1}, &offsets);
-    fb->decode_split_items = Reserve(3 * items, {items, 3}, &plan);
-    PlanMlaSplits(absl::MakeConstSpan(dec_len, nd), bs, limits_.mla_split_workers,
-                  absl::MakeSpan(offsets, nd + 1),
-                  absl::MakeSpan(reinterpret_cast<MlaSplitItem*>(plan), items),
-                  limits_.mla_split_rule);
+    int32_t* unused;
+    fb->decode_split_offsets = Reserve(nd + 1, {nd + 1}, &unused);
+    fb->decode_split_items = Reserve(3 * items, {items, 3}, &unused);
+    WriteSplitPlan(*fb, dec_len, nd);
   }
   if (fb->prefill_has_context) {
     // Context tokens of all prefill sequences, concatenated, are cut into rounds of at most
@@ -178,8 +254,8 @@ void ForwardBatchBuilder::Build(absl::Span<const StepSequence> seqs, ForwardBatc
       fb->context_rounds.push_back(round);
     }
   }
-  backend_->CopyFromHost(staging_.data(), static_cast<size_t>(used_) * sizeof(int32_t),
-                         TensorView(buffer_.data(), DType::kI32, {used_}));
+  fb->metadata_words = used_;
+  CopyStaged(used_);
 }
 
 }  // namespace mlaserve

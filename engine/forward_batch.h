@@ -79,6 +79,8 @@ struct ForwardBatch {
   TensorView prefill_block_tables;   // [num_prefill_seqs, num_blocks_per_seq] i32
   TensorView logits_indices;         // [num_logits] i32 rows of the step's tokens
   std::vector<ContextRound> context_rounds;
+  // Elements of the metadata buffer, from its start, that the step's views cover (the one copy).
+  int64_t metadata_words = 0;
 };
 
 // Plans steps and owns the device metadata buffer they are written into. Owned by the engine
@@ -95,6 +97,16 @@ class ForwardBatchBuilder {
   // past seqs.size() are padding), and the views depend on the bucket alone.
   void Build(absl::Span<const StepSequence> seqs, ForwardBatch* batch, int32_t pad_decodes_to = 0);
 
+  // A decode-graph bucket's step without planning it again: writes what
+  // Build(seqs, &b, bucket) writes into the views of `layout`, a batch Build planned with
+  // pad_decodes_to = bucket (on this builder), and sets logit_items (as b.logit_items: row r's
+  // index into seqs; rows past seqs.size() are padding and get none). Reads and writes far less
+  // memory than Build, which matters between two replays: the step before has streamed the
+  // weights through every cache. REQUIRES: only decodes, at most `bucket` of them, each within
+  // the limits.
+  void BuildDecodes(absl::Span<const StepSequence> seqs, const ForwardBatch& layout,
+                    std::vector<int32_t>* logit_items);
+
   const ForwardLimits& limits() const { return limits_; }
   // Bytes of the device metadata buffer.
   uint64_t buffer_bytes() const { return buffer_.bytes(); }
@@ -105,6 +117,12 @@ class ForwardBatchBuilder {
 
   // Reserves n elements of the staging buffer; returns the device view over them.
   TensorView Reserve(int64_t n, std::initializer_list<int64_t> shape, int32_t** host);
+  // The staging elements behind a view Reserve returned.
+  int32_t* Staged(const TensorView& view);
+  // Writes the decodes' split-KV plan over dec_len[0, nd) into fb's views of it (Reserved).
+  void WriteSplitPlan(const ForwardBatch& fb, const int32_t* dec_len, int32_t nd);
+  // Copies the staging elements [0, words) to the device buffer.
+  void CopyStaged(int64_t words);
 
   ForwardLimits limits_;
   Backend* backend_;

@@ -47,7 +47,10 @@ GraphRunner::Captured GraphRunner::Record(int32_t bucket, ForwardBatch* batch) {
   builder_->Build({}, batch, bucket);
   backend_->BeginCapture();
   const TensorView logits = model_->Forward(*batch);
-  return Captured{backend_->EndCapture(), logits, batch->input_ids.data()};
+  Captured captured{.bucket = bucket, .graph = backend_->EndCapture(), .logits = logits,
+                    .layout = *batch};
+  captured.logit_items.reserve(static_cast<size_t>(bucket));
+  return captured;
 }
 
 absl::StatusOr<uint64_t> GraphRunner::MeasureMemory(const std::vector<int32_t>& buckets) {
@@ -69,41 +72,59 @@ absl::Status GraphRunner::Capture(const std::vector<int32_t>& buckets) {
     Captured captured = Record(bucket, &batch);
     RETURN_IF_ERROR(backend_->Synchronize());
     const uint64_t bytes = captured.graph->memory_bytes();
-    graphs_[bucket] = std::move(captured);
-    replays_[bucket] = 0;
+    graphs_.push_back(std::move(captured));
     const double ms =
         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
             .count();
     std::fprintf(stderr, "mlaserve: captured decode graph for batch %d in %.1f ms (%llu bytes)\n",
                  bucket, ms, static_cast<unsigned long long>(bytes));
   }
+  std::sort(graphs_.begin(), graphs_.end(),
+            [](const Captured& a, const Captured& b) { return a.bucket < b.bucket; });
+  graphs_.erase(std::unique(graphs_.begin(), graphs_.end(),
+                            [](const Captured& a, const Captured& b) {
+                              return a.bucket == b.bucket;
+                            }),
+                graphs_.end());
+  index_for_.assign(graphs_.empty() ? 0 : static_cast<size_t>(graphs_.back().bucket) + 1, 0);
+  int32_t index = 0;
+  for (int32_t n = 0; n < static_cast<int32_t>(index_for_.size()); ++n) {
+    while (graphs_[index].bucket < n) ++index;
+    index_for_[n] = index;
+  }
   return absl::OkStatus();
 }
 
 int32_t GraphRunner::BucketFor(int64_t n) const {
-  const auto it = graphs_.lower_bound(static_cast<int32_t>(n));
-  return it == graphs_.end() ? 0 : it->first;
+  if (n < 0 || n >= static_cast<int64_t>(index_for_.size())) return 0;
+  return graphs_[index_for_[n]].bucket;
 }
 
-TensorView GraphRunner::Replay(absl::Span<const StepSequence> seqs, int32_t bucket,
-                               ForwardBatch* batch) {
-  Captured& captured = graphs_.at(bucket);
-  builder_->Build(seqs, batch, bucket);
-  MLASERVE_CHECK(batch->input_ids.data() == captured.input_ids_data);
-  captured.graph->Replay();
-  ++replays_[bucket];
-  return captured.logits;
+GraphRunner::DecodeStep GraphRunner::Prepare(absl::Span<const StepSequence> seqs,
+                                             int32_t bucket) {
+  MLASERVE_CHECK(bucket > 0 && bucket < static_cast<int32_t>(index_for_.size()));
+  Captured& captured = graphs_[index_for_[bucket]];
+  MLASERVE_CHECK(captured.bucket == bucket);
+  builder_->BuildDecodes(seqs, captured.layout, &captured.logit_items);
+  ++captured.replays;
+  return {captured.graph.get(), captured.logits, captured.logit_items};
 }
 
 uint64_t GraphRunner::memory_bytes() const {
   uint64_t bytes = 0;
-  for (const auto& [bucket, captured] : graphs_) bytes += captured.graph->memory_bytes();
+  for (const Captured& captured : graphs_) bytes += captured.graph->memory_bytes();
   return bytes;
 }
 
 std::vector<int32_t> GraphRunner::buckets() const {
   std::vector<int32_t> out;
-  for (const auto& [bucket, unused] : graphs_) out.push_back(bucket);
+  for (const Captured& captured : graphs_) out.push_back(captured.bucket);
+  return out;
+}
+
+std::map<int32_t, uint64_t> GraphRunner::replays() const {
+  std::map<int32_t, uint64_t> out;
+  for (const Captured& captured : graphs_) out[captured.bucket] = captured.replays;
   return out;
 }
 

@@ -3,9 +3,10 @@
 // At start-up each bucket (largest first) runs one eager warm-up step of padding rows and is
 // then captured (Backend::BeginCapture/EndCapture): CUDA graphs on a GPU, the recorded op list
 // on the CPU, bound to the model's static workspaces and the builder's metadata buffer. A
-// decode-only step of n <= largest bucket sequences is padded to the next bucket
-// (ForwardBatchBuilder::Build with pad_decodes_to), its metadata written with one copy, and the
-// bucket's graph replayed: no allocation, no shape logic, no dispatch decisions.
+// decode-only step of n <= largest bucket sequences is padded to the next bucket, its metadata
+// written into the views the bucket was captured over (ForwardBatchBuilder::BuildDecodes) with
+// one copy, and the bucket's graph replayed: no allocation, no shape logic, no dispatch
+// decisions.
 // Owned by the engine thread; not thread-safe.
 #ifndef MLASERVE_ENGINE_GRAPH_RUNNER_H_
 #define MLASERVE_ENGINE_GRAPH_RUNNER_H_
@@ -47,32 +48,44 @@ class GraphRunner {
   // The smallest bucket holding n decodes, or 0 when none does.
   int32_t BucketFor(int64_t n) const;
 
-  // Replays `bucket` for `seqs` (all decodes, at most bucket of them). Returns the logits
-  // [bucket, vocab]; rows past seqs.size() belong to padding.
-  TensorView Replay(absl::Span<const StepSequence> seqs, int32_t bucket, ForwardBatch* batch);
+  // A decode step planned for its bucket's graph.
+  struct DecodeStep {
+    Graph* graph;                          // Replay() runs the step
+    TensorView logits;                     // [bucket, vocab], filled by the replay
+    absl::Span<const int32_t> logit_items;  // row r's index into seqs; rows past it: padding
+  };
+  // Writes the metadata of `seqs` (all decodes, at most bucket of them) for `bucket`'s graph
+  // and counts a replay of it; the caller then runs the returned graph. The step is planned
+  // before its ops run so that the caller can do its own bookkeeping then too: after them, the
+  // weights they streamed have evicted everything the host last read.
+  DecodeStep Prepare(absl::Span<const StepSequence> seqs, int32_t bucket);
 
   // Captured buckets, ascending.
   std::vector<int32_t> buckets() const;
   // Replays per bucket since start-up.
-  const std::map<int32_t, uint64_t>& replays() const { return replays_; }
+  std::map<int32_t, uint64_t> replays() const;
   // Bytes the captured graphs own (sum of Graph::memory_bytes).
   uint64_t memory_bytes() const;
 
  private:
   struct Captured {
+    int32_t bucket = 0;
     std::unique_ptr<Graph> graph;
     TensorView logits;     // [bucket, vocab]
-    void* input_ids_data;  // where the capture's metadata lives; replays must match
+    ForwardBatch layout;   // the batch the graph was captured over: its views are the bucket's
+    std::vector<int32_t> logit_items;  // the latest step's, capacity for the bucket
+    uint64_t replays = 0;
   };
-
   // Builds `bucket`'s padded batch into `batch` and records one forward step over it.
   Captured Record(int32_t bucket, ForwardBatch* batch);
 
   DeepseekModel* model_;
   Backend* backend_;
   ForwardBatchBuilder* builder_;
-  std::map<int32_t, Captured> graphs_;
-  std::map<int32_t, uint64_t> replays_;
+  std::vector<Captured> graphs_;  // ascending buckets
+  // index_for_[n]: the graphs_ entry of the smallest bucket holding n decodes, for every n up
+  // to the largest bucket: one lookup in a step, no tree walk.
+  std::vector<int32_t> index_for_;
 };
 
 }  // namespace mlaserve

@@ -106,24 +106,41 @@ absl::Status ModelRunner::Execute(absl::Span<const StepSequence> seqs, StepLogit
                                        [](const StepSequence& s) { return s.num_new_tokens == 1; });
   const int32_t bucket = decode_only ? graphs_.BucketFor(static_cast<int64_t>(seqs.size())) : 0;
   last_step_ = StepKind{.phase = StepPhase::kDecode, .graph_batch_size = bucket};
-  TensorView out = bucket > 0 ? graphs_.Replay(seqs, bucket, &batch_) : RunEager(seqs);
-  out = out.Slice(0, 0, static_cast<int64_t>(batch_.logit_items.size()));
+  // A replayed step is planned, and its logits described, before its ops run: after them the
+  // weights they streamed have evicted everything read here, so that little is left to do then.
+  Graph* graph = nullptr;
+  TensorView out;
+  absl::Span<const int32_t> items;
+  if (bucket > 0) {
+    const GraphRunner::DecodeStep step = graphs_.Prepare(seqs, bucket);
+    graph = step.graph;
+    out = step.logits;
+    items = step.logit_items;
+  } else {
+    out = RunEager(seqs);
+    items = batch_.logit_items;
+  }
+  out = out.Slice(0, 0, static_cast<int64_t>(items.size()));
   logits->vocab_size = model_->config().vocab_size;
-  logits->items.assign(batch_.logit_items.begin(), batch_.logit_items.end());
+  logits->items.assign(items.begin(), items.end());
   const auto n = static_cast<size_t>(out.numel());
   logits->drawn_on_device = false;
-  logits->values = {};
-  const bool samplable =
-      std::all_of(logits->items.begin(), logits->items.end(),
-                  [&](int32_t item) { return seqs[static_cast<size_t>(item)].device_samplable; });
-  if (const void* host = backend_->HostAddress(out); host != nullptr) {
-    logits->values = absl::MakeConstSpan(static_cast<const float*>(host), n);
-  } else if (samplable) {
-    DrawOnDevice(seqs, out, logits);
-  } else {
-    logits->storage.resize(n);
-    if (n > 0) backend_->CopyToHost(out, logits->storage.data(), n * sizeof(float));
-    logits->values = logits->storage;
+  // Where the logits lie is known before the ops that write them run.
+  const void* host = backend_->HostAddress(out);
+  logits->values = host != nullptr ? absl::MakeConstSpan(static_cast<const float*>(host), n)
+                                   : absl::Span<const float>();
+  if (graph != nullptr) graph->Replay();
+  if (host == nullptr) {
+    const bool samplable =
+        std::all_of(logits->items.begin(), logits->items.end(),
+                    [&](int32_t item) { return seqs[static_cast<size_t>(item)].device_samplable; });
+    if (samplable) {
+      DrawOnDevice(seqs, out, logits);
+    } else {
+      logits->storage.resize(n);
+      if (n > 0) backend_->CopyToHost(out, logits->storage.data(), n * sizeof(float));
+      logits->values = logits->storage;
+    }
   }
   return backend_->Synchronize();
 }

@@ -86,7 +86,7 @@ class ModelRunner {
   Backend& backend() { return *backend_; }
   const ForwardLimits& limits() const { return builder_.limits(); }
   std::vector<int32_t> graph_buckets() const { return graphs_.buckets(); }
-  const std::map<int32_t, uint64_t>& graph_replays() const { return graphs_.replays(); }
+  std::map<int32_t, uint64_t> graph_replays() const { return graphs_.replays(); }
   const EagerStepCounts& eager_steps() const { return eager_steps_; }
   // What this runner and its model hold on the backend (the figures Create checked).
   MemoryUsage memory() const;
