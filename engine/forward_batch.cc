@@ -27,20 +27,22 @@ ForwardBatchBuilder::ForwardBatchBuilder(const ForwardLimits& limits, Backend* b
       backend_(backend),
       buffer_(std::move(buffer)),
       capacity_(capacity),
-      staging_(static_cast<size_t>(capacity)) {}
+      host_buffer_(static_cast<int32_t*>(const_cast<void*>(backend->HostAddress(
+          TensorView(buffer_.data(), DType::kI32, {capacity}))))),
+      staging_(host_buffer_ != nullptr ? 0 : static_cast<size_t>(capacity)) {}
 
 TensorView ForwardBatchBuilder::Reserve(int64_t n, std::initializer_list<int64_t> shape,
                                         int32_t** host) {
   MLASERVE_CHECK(used_ + n <= capacity_);
-  *host = staging_.data() + used_;
+  *host = Staged(used_);
   TensorView view(static_cast<int32_t*>(buffer_.data()) + used_, DType::kI32, shape);
   used_ += n;
   return view;
 }
 
-int32_t* ForwardBatchBuilder::Staged(const TensorView& view) {
-  return staging_.data() + (static_cast<const int32_t*>(view.data()) -
-                            static_cast<const int32_t*>(buffer_.data()));
+int32_t ForwardBatchBuilder::OffsetOf(const TensorView& view) const {
+  return static_cast<int32_t>(static_cast<const int32_t*>(view.data()) -
+                              static_cast<const int32_t*>(buffer_.data()));
 }
 
 namespace {
@@ -89,34 +91,53 @@ void CheckFits(const StepSequence& s, int64_t bs) {
 
 }  // namespace
 
-void ForwardBatchBuilder::WriteSplitPlan(const ForwardBatch& fb, const int32_t* dec_len,
-                                         int32_t nd) {
-  if (limits_.mla_split_workers == 0 || nd == 0) return;
-  PlanMlaSplits(absl::MakeConstSpan(dec_len, nd), limits_.block_size, limits_.mla_split_workers,
-                absl::MakeSpan(Staged(fb.decode_split_offsets), nd + 1),
-                absl::MakeSpan(reinterpret_cast<MlaSplitItem*>(Staged(fb.decode_split_items)),
-                               fb.decode_split_items.size(0)),
+void ForwardBatchBuilder::WriteSplitPlan(const int32_t* seq_lens, int32_t nd, int32_t* offsets,
+                                         int32_t* plan, int64_t items) {
+  PlanMlaSplits(absl::MakeConstSpan(seq_lens, nd), limits_.block_size, limits_.mla_split_workers,
+                absl::MakeSpan(offsets, nd + 1),
+                absl::MakeSpan(reinterpret_cast<MlaSplitItem*>(plan), items),
                 limits_.mla_split_rule);
 }
 
 void ForwardBatchBuilder::CopyStaged(int64_t words) {
+  if (host_buffer_ != nullptr) return;
   backend_->CopyFromHost(staging_.data(), static_cast<size_t>(words) * sizeof(int32_t),
                          TensorView(buffer_.data(), DType::kI32, {words}));
 }
 
+DecodeLayout ForwardBatchBuilder::DecodeLayoutOf(const ForwardBatch& padded) const {
+  MLASERVE_CHECK(padded.num_prefill_seqs == 0 && padded.num_tokens == padded.num_decodes &&
+                 padded.num_logits == padded.num_decodes);
+  DecodeLayout layout{.rows = padded.num_decodes,
+                      .width = padded.num_blocks_per_seq,
+                      .input_ids = OffsetOf(padded.input_ids),
+                      .positions = OffsetOf(padded.positions),
+                      .slot_mapping = OffsetOf(padded.slot_mapping),
+                      .block_tables = OffsetOf(padded.decode_block_tables),
+                      .seq_lens = OffsetOf(padded.decode_seq_lens),
+                      .prefill_cu_seqlens = OffsetOf(padded.prefill_cu_seqlens),
+                      .logits_indices = OffsetOf(padded.logits_indices),
+                      .words = static_cast<int32_t>(padded.metadata_words)};
+  if (!padded.decode_split_offsets.empty()) {
+    layout.split_offsets = OffsetOf(padded.decode_split_offsets);
+    layout.split_items = OffsetOf(padded.decode_split_items);
+    layout.split_item_count = static_cast<int32_t>(padded.decode_split_items.size(0));
+  }
+  return layout;
+}
+
 void ForwardBatchBuilder::BuildDecodes(absl::Span<const StepSequence> seqs,
-                                       const ForwardBatch& layout,
+                                       const DecodeLayout& layout,
                                        std::vector<int32_t>* logit_items) {
   const int64_t bs = limits_.block_size;
-  const int32_t rows = layout.num_decodes, width = layout.num_blocks_per_seq;
+  const int32_t rows = layout.rows, width = layout.width;
   const auto n = static_cast<int32_t>(seqs.size());
-  MLASERVE_CHECK(layout.num_prefill_seqs == 0 && layout.num_tokens == rows &&
-                 layout.num_logits == rows && n <= rows);
+  MLASERVE_CHECK(n <= rows);
   int32_t* ids = Staged(layout.input_ids);
   int32_t* pos = Staged(layout.positions);
   int32_t* slots = Staged(layout.slot_mapping);
-  int32_t* table = Staged(layout.decode_block_tables);
-  int32_t* len = Staged(layout.decode_seq_lens);
+  int32_t* table = Staged(layout.block_tables);
+  int32_t* len = Staged(layout.seq_lens);
   int32_t* logit_rows = Staged(layout.logits_indices);
   logit_items->clear();
   for (int32_t i = 0; i < n; ++i) {
@@ -130,9 +151,12 @@ void ForwardBatchBuilder::BuildDecodes(absl::Span<const StepSequence> seqs,
     logit_items->push_back(i);
   }
   WritePaddingRows(n, rows, width, ids, pos, slots, table, len, logit_rows);
-  Staged(layout.prefill_cu_seqlens)[0] = 0;
-  WriteSplitPlan(layout, len, rows);
-  CopyStaged(layout.metadata_words);
+  *Staged(layout.prefill_cu_seqlens) = 0;
+  if (layout.split_offsets >= 0) {
+    WriteSplitPlan(len, rows, Staged(layout.split_offsets), Staged(layout.split_items),
+                   layout.split_item_count);
+  }
+  CopyStaged(layout.words);
 }
 
 void ForwardBatchBuilder::Build(absl::Span<const StepSequence> seqs, ForwardBatch* fb,
@@ -221,10 +245,10 @@ void ForwardBatchBuilder::Build(absl::Span<const StepSequence> seqs, ForwardBatc
 
   if (limits_.mla_split_workers > 0 && nd > 0) {
     const int64_t items = MlaSplitCapacity(nd, limits_.mla_split_workers, limits_.mla_split_rule);
-    int32_t* unused;
-    fb->decode_split_offsets = Reserve(nd + 1, {nd + 1}, &unused);
-    fb->decode_split_items = Reserve(3 * items, {items, 3}, &unused);
-    WriteSplitPlan(*fb, dec_len, nd);
+    int32_t *offsets, *plan;
+    fb->decode_split_offsets = Reserve(nd + 1, {nd + 1}, &offsets);
+    fb->decode_split_items = Reserve(3 * items, {items, 3}, &plan);
+    WriteSplitPlan(dec_len, nd, offsets, plan, items);
   }
   if (fb->prefill_has_context) {
     // Context tokens of all prefill sequences, concatenated, are cut into rounds of at most

@@ -1,5 +1,6 @@
 // ForwardBatch: everything one forward step needs to know about its sequences, planned once on
-// the host and written to the device with one copy of a packed staging buffer.
+// the host and written to the device with one copy of a packed staging buffer (in place, with
+// no copy, where the host writes the backend's memory directly: the host backends).
 //
 // Token order inside a step: first every decode (a sequence computing exactly one new token),
 // one token each, then the prefill chunks, sequence after sequence. Decodes attend over the
@@ -79,32 +80,47 @@ struct ForwardBatch {
   TensorView prefill_block_tables;   // [num_prefill_seqs, num_blocks_per_seq] i32
   TensorView logits_indices;         // [num_logits] i32 rows of the step's tokens
   std::vector<ContextRound> context_rounds;
-  // Elements of the metadata buffer, from its start, that the step's views cover (the one copy).
+  // Elements of the metadata buffer, from its start, that the step's views cover (the copy).
   int64_t metadata_words = 0;
+};
+
+// A decode-graph bucket's metadata: its rows (decodes and padding) and block-table width, and
+// where each view Build plans for it begins, in elements of the builder's buffer.
+struct alignas(64) DecodeLayout {
+  int32_t rows = 0;
+  int32_t width = 0;
+  int32_t input_ids = 0, positions = 0, slot_mapping = 0, block_tables = 0, seq_lens = 0;
+  int32_t prefill_cu_seqlens = 0, logits_indices = 0;
+  int32_t split_offsets = -1;  // -1: no split-KV plan
+  int32_t split_items = 0, split_item_count = 0;
+  int32_t words = 0;  // ForwardBatch::metadata_words
 };
 
 // Plans steps and owns the device metadata buffer they are written into. Owned by the engine
 // thread. The buffer is allocated once, uninitialized; every element a step's views cover is
-// written by that step's single copy.
+// written by that step's single copy (or in place, Backend::HostAddress).
 class ForwardBatchBuilder {
  public:
   static absl::StatusOr<ForwardBatchBuilder> Create(const ForwardLimits& limits, Backend* backend);
 
-  // Plans `seqs` (any order; decodes are recognised by num_new_tokens == 1) and copies the
+  // Plans `seqs` (any order; decodes are recognised by num_new_tokens == 1) and writes the
   // metadata to the device with one copy. REQUIRES: the sequences fit the limits.
   // With pad_decodes_to > 0 (a decode-graph bucket; REQUIRES: only decodes, at most that
   // many), the batch is padded to exactly that many decode rows, every row gets logits (rows
   // past seqs.size() are padding), and the views depend on the bucket alone.
   void Build(absl::Span<const StepSequence> seqs, ForwardBatch* batch, int32_t pad_decodes_to = 0);
 
+  // Where a decode-graph bucket's steps write their metadata: `padded`, a batch Build planned
+  // with pad_decodes_to = its bucket on this builder, in a few words (one cache line, read by
+  // every replayed step).
+  DecodeLayout DecodeLayoutOf(const ForwardBatch& padded) const;
   // A decode-graph bucket's step without planning it again: writes what
-  // Build(seqs, &b, bucket) writes into the views of `layout`, a batch Build planned with
-  // pad_decodes_to = bucket (on this builder), and sets logit_items (as b.logit_items: row r's
-  // index into seqs; rows past seqs.size() are padding and get none). Reads and writes far less
-  // memory than Build, which matters between two replays: the step before has streamed the
-  // weights through every cache. REQUIRES: only decodes, at most `bucket` of them, each within
-  // the limits.
-  void BuildDecodes(absl::Span<const StepSequence> seqs, const ForwardBatch& layout,
+  // Build(seqs, &b, bucket) writes into the views `layout` describes, and sets logit_items (as
+  // b.logit_items: row r's index into seqs; rows past seqs.size() are padding and get none).
+  // Reads and writes far less memory than Build, which matters between two replays: the step
+  // before has streamed the weights through every cache. REQUIRES: only decodes, at most the
+  // bucket's rows of them, each within the limits.
+  void BuildDecodes(absl::Span<const StepSequence> seqs, const DecodeLayout& layout,
                     std::vector<int32_t>* logit_items);
 
   const ForwardLimits& limits() const { return limits_; }
@@ -117,17 +133,25 @@ class ForwardBatchBuilder {
 
   // Reserves n elements of the staging buffer; returns the device view over them.
   TensorView Reserve(int64_t n, std::initializer_list<int64_t> shape, int32_t** host);
-  // The staging elements behind a view Reserve returned.
-  int32_t* Staged(const TensorView& view);
-  // Writes the decodes' split-KV plan over dec_len[0, nd) into fb's views of it (Reserved).
-  void WriteSplitPlan(const ForwardBatch& fb, const int32_t* dec_len, int32_t nd);
-  // Copies the staging elements [0, words) to the device buffer.
+  // The elements written for the buffer's elements [offset, ...): the buffer itself where the
+  // host writes it in place, else the staging buffer.
+  int32_t* Staged(int64_t offset) { return (host_buffer_ ? host_buffer_ : staging_.data()) + offset; }
+  // The offset of a view into the buffer.
+  int32_t OffsetOf(const TensorView& view) const;
+  // Writes the decodes' split-KV plan over seq_lens[0, nd) into items slots of plan, nd + 1
+  // offsets first, when the limits ask for one.
+  void WriteSplitPlan(const int32_t* seq_lens, int32_t nd, int32_t* offsets, int32_t* plan,
+                      int64_t items);
+  // Copies the staging elements [0, words) to the device buffer (nothing to do in place).
   void CopyStaged(int64_t words);
 
   ForwardLimits limits_;
   Backend* backend_;
   DeviceBuffer buffer_;  // [capacity] i32
   int64_t capacity_;
+  // The buffer where the host writes it in place (Backend::HostAddress), else nullptr and the
+  // metadata is written to staging_ and copied.
+  int32_t* host_buffer_;
   std::vector<int32_t> staging_;
   std::vector<int32_t> order_;
   int64_t used_ = 0;

@@ -48,7 +48,7 @@ GraphRunner::Captured GraphRunner::Record(int32_t bucket, ForwardBatch* batch) {
   backend_->BeginCapture();
   const TensorView logits = model_->Forward(*batch);
   Captured captured{.bucket = bucket, .graph = backend_->EndCapture(), .logits = logits,
-                    .layout = *batch};
+                    .layout = builder_->DecodeLayoutOf(*batch)};
   captured.logit_items.reserve(static_cast<size_t>(bucket));
   return captured;
 }

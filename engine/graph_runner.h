@@ -72,7 +72,7 @@ class GraphRunner {
     int32_t bucket = 0;
     std::unique_ptr<Graph> graph;
     TensorView logits;     // [bucket, vocab]
-    ForwardBatch layout;   // the batch the graph was captured over: its views are the bucket's
+    DecodeLayout layout;   // where the metadata the graph reads lies
     std::vector<int32_t> logit_items;  // the latest step's, capacity for the bucket
     uint64_t replays = 0;
   };

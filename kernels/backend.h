@@ -103,9 +103,10 @@ class Backend {
   virtual void CopyFromHost(const void* src, size_t bytes, const TensorView& dst) = 0;
   virtual void CopyToHost(const TensorView& src, void* dst, size_t bytes) = 0;
   // Where the host can read a contiguous device view in place, with every op enqueued so far
-  // finished (the host backends: view.data()); nullptr where it has to be copied. The answer
-  // does not depend on when it is asked: asked before the ops that write the view, it is where
-  // their results can be read once they have run.
+  // finished, and write it while no enqueued op reads it (the host backends: view.data());
+  // nullptr where it has to be copied. The answer does not depend on when it is asked: asked
+  // before the ops that write the view, it is where their results can be read once they have
+  // run.
   virtual const void* HostAddress(const TensorView& view) const = 0;
 
   // Host work between ops, such as drawing each row's token from logits read in place: runs

@@ -29,7 +29,7 @@ struct RecordedOp {
   void (*run)(const void* closure) = nullptr;
   std::unique_ptr<void, void (*)(void*)> closure{nullptr, nullptr};
   uint32_t closure_bytes = 0;
-  const void* profile_slot = nullptr;  // OpProfile::SlotAddress of the op, when profiling
+  const void* profile_slot = nullptr;  // the op's OpProfile::Claim, when profiling
   // Set by the graph: the lines read from this op's end to the next op's start (kept here, in
   // the line a replay reads anyway to run this op).
   absl::Span<const void* const> next_lines;
@@ -123,26 +123,28 @@ class HostBackend : public Backend {
 
   template <typename P>
   void Dispatch(void (HostBackend::*run)(const P&), const P& p, const char* op) {
+    OpProfile::Slot* const slot = profile_ ? profile_->Claim(op) : nullptr;
     if (recording_ != nullptr) {
-      auto closure = [this, run, p, op] { Run(run, p, op); };
+      auto closure = [this, run, p, slot] { Run(run, p, slot); };
       using Closure = decltype(closure);
       recording_->push_back({.run = &RunClosure<Closure>,
                              .closure = {new Closure(std::move(closure)), &DeleteClosure<Closure>},
                              .closure_bytes = static_cast<uint32_t>(sizeof(Closure)),
-                             .profile_slot = profile_ ? profile_->SlotAddress(op) : nullptr});
+                             .profile_slot = slot});
     } else {
-      Run(run, p, op);
+      Run(run, p, slot);
     }
   }
+  // Runs the op, timed into `slot` when profiling.
   template <typename P>
-  void Run(void (HostBackend::*run)(const P&), const P& p, const char* op) {
-    if (profile_ == nullptr) {
+  void Run(void (HostBackend::*run)(const P&), const P& p, OpProfile::Slot* slot) {
+    if (slot == nullptr) {
       (this->*run)(p);
       return;
     }
     const int64_t start = profile_->Now();
     (this->*run)(p);
-    profile_->Add(op, profile_->Now() - start);
+    OpProfile::AddTo(slot, profile_->Now() - start);
   }
 
   DType activation_dtype_;

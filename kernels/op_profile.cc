@@ -51,14 +51,11 @@ int OpProfile::SlotIndex(const char* op) const {
   return -1;
 }
 
-void OpProfile::Add(const char* op, int64_t ticks) {
+OpProfile::Slot* OpProfile::Claim(const char* op) {
   Slot& s = slots_[SlotIndex(op)];
   s.op = op;
-  ++s.calls;
-  s.ticks += ticks;
+  return &s;
 }
-
-const void* OpProfile::SlotAddress(const char* op) const { return &slots_[SlotIndex(op)]; }
 
 int64_t OpProfile::total_ticks() const {
   int64_t total = 0;

@@ -10,7 +10,8 @@
 //   steady_clock read goes through the vDSO's data page, which such an op has evicted.
 //   Elsewhere (or not on x86) the clock is steady_clock in nanoseconds.
 // - Add writes one fixed slot chosen by the name's address (open addressing, no allocation):
-//   a single cache line, where a search of a list read several.
+//   a single cache line, where a search of a list read several; a recorded op finds its slot
+//   once, at capture, and adds to it inline (AddTo): no search and no call after each op.
 //
 // Thread-compatible: one thread (the backend's caller) calls Now and Add.
 #ifndef MLASERVE_KERNELS_OP_PROFILE_H_
@@ -45,13 +46,26 @@ class OpProfile {
     return SteadyNanos();
   }
 
-  // Adds `ticks` (a difference of two Now() readings) to op `op`, a string that outlives the
-  // profile. REQUIRES: fewer than kSlots distinct name addresses over the profile's life.
-  void Add(const char* op, int64_t ticks);
+  // Where an op's calls and time are kept: one cache line.
+  struct alignas(32) Slot {  // never across two cache lines
+    const char* op = nullptr;
+    int64_t calls = 0;
+    int64_t ticks = 0;
+  };
 
-  // The slot Add(op, ...) writes: a line every profiled dispatch of `op` reads, which a graph
-  // prefetches with the op's other lines. Stable once `op` has been added (the slot keeps it).
-  const void* SlotAddress(const char* op) const;
+  // The slot of op `op`, a string that outlives the profile, claimed for it if new: found once
+  // by a recorded dispatch, which adds to it with AddTo (no search after the op) and which a
+  // graph prefetches with the op's other lines. Stable for the profile's life.
+  // REQUIRES: fewer than kSlots distinct name addresses over the profile's life.
+  Slot* Claim(const char* op);
+
+  // Adds `ticks` (a difference of two Now() readings) to one call of a claimed slot's op.
+  static void AddTo(Slot* slot, int64_t ticks) {
+    ++slot->calls;
+    slot->ticks += ticks;
+  }
+  // AddTo(Claim(op), ticks).
+  void Add(const char* op, int64_t ticks) { AddTo(Claim(op), ticks); }
 
   // Sum of every Add so far: the time spent inside op bodies, in ticks.
   int64_t total_ticks() const;
@@ -64,12 +78,6 @@ class OpProfile {
   static constexpr int kSlots = 64;
 
  private:
-  struct alignas(32) Slot {  // never across two cache lines
-    const char* op = nullptr;
-    int64_t calls = 0;
-    int64_t ticks = 0;
-  };
-
   // Where `op` is kept, or the free slot it would take.
   int SlotIndex(const char* op) const;
 

@@ -128,35 +128,39 @@ void CpuMoeAlignBlockSize(const CpuContext& ctx, const MoeAlignParams& p) {
   CheckTensor(p.expert_offsets, "MoeAlign.expert_offsets", DType::kI32, {num_experts + 1});
   CheckTensor(p.num_tokens_post_pad, "MoeAlign.num_tokens_post_pad", DType::kI32, {1});
 
-  // Counting sort on the calling thread: the work is a few passes over num_pairs integers.
-  int32_t* offsets = ctx.IndexScratch(0);          // [num_experts + 1]
-  int32_t* cursor = offsets + num_experts + 1;     // [num_experts]
-  for (int e = 0; e <= num_experts; ++e) offsets[e] = 0;
-  const int32_t* ids = p.topk_ids.ptr<const int32_t>();
-  auto expert_of = [&](int64_t pair) {
-    const int32_t e = ids[pair / top_k * p.topk_ids.stride(0) + pair % top_k];
-    MLASERVE_CHECK(e >= 0 && e < num_experts);
-    return e;
-  };
-  for (int64_t pair = 0; pair < num_pairs; ++pair) ++offsets[expert_of(pair) + 1];
-  for (int e = 0; e < num_experts; ++e) {
-    offsets[e + 1] = offsets[e] + static_cast<int32_t>((offsets[e + 1] + block - 1) / block * block);
-    cursor[e] = offsets[e];
-  }
-  // Visiting pairs in ascending order keeps each expert's run sorted by pair index.
-  for (int64_t pair = 0; pair < num_pairs; ++pair) {
-    *MutI32(p.sorted_ids, cursor[expert_of(pair)]++) = static_cast<int32_t>(pair);
-  }
-  for (int e = 0; e < num_experts; ++e) {
-    for (int64_t r = cursor[e]; r < offsets[e + 1]; ++r) {
-      *MutI32(p.sorted_ids, r) = static_cast<int32_t>(num_pairs);
+  // Counting sort on the calling thread: the work is a few passes over num_pairs integers. (A
+  // region of one thread, so that the pool prefetches what the caller reads after it.)
+  ctx.Parallel(1, [&](int, int) {
+    int32_t* offsets = ctx.IndexScratch(0);       // [num_experts + 1]
+    int32_t* cursor = offsets + num_experts + 1;  // [num_experts]
+    for (int e = 0; e <= num_experts; ++e) offsets[e] = 0;
+    const int32_t* ids = p.topk_ids.ptr<const int32_t>();
+    auto expert_of = [&](int64_t pair) {
+      const int32_t e = ids[pair / top_k * p.topk_ids.stride(0) + pair % top_k];
+      MLASERVE_CHECK(e >= 0 && e < num_experts);
+      return e;
+    };
+    for (int64_t pair = 0; pair < num_pairs; ++pair) ++offsets[expert_of(pair) + 1];
+    for (int e = 0; e < num_experts; ++e) {
+      offsets[e + 1] =
+          offsets[e] + static_cast<int32_t>((offsets[e + 1] + block - 1) / block * block);
+      cursor[e] = offsets[e];
     }
-    for (int64_t b = offsets[e] / block; b < offsets[e + 1] / block; ++b) {
-      *MutI32(p.block_expert_ids, b) = e;
+    // Visiting pairs in ascending order keeps each expert's run sorted by pair index.
+    for (int64_t pair = 0; pair < num_pairs; ++pair) {
+      *MutI32(p.sorted_ids, cursor[expert_of(pair)]++) = static_cast<int32_t>(pair);
     }
-  }
-  for (int e = 0; e <= num_experts; ++e) *MutI32(p.expert_offsets, e) = offsets[e];
-  *MutI32(p.num_tokens_post_pad, 0) = offsets[num_experts];
+    for (int e = 0; e < num_experts; ++e) {
+      for (int64_t r = cursor[e]; r < offsets[e + 1]; ++r) {
+        *MutI32(p.sorted_ids, r) = static_cast<int32_t>(num_pairs);
+      }
+      for (int64_t b = offsets[e] / block; b < offsets[e + 1] / block; ++b) {
+        *MutI32(p.block_expert_ids, b) = e;
+      }
+    }
+    for (int e = 0; e <= num_experts; ++e) *MutI32(p.expert_offsets, e) = offsets[e];
+    *MutI32(p.num_tokens_post_pad, 0) = offsets[num_experts];
+  });
 }
 
 void CpuMoeExperts(const CpuContext& ctx, const MoeExpertsParams& p) {

@@ -52,9 +52,10 @@ class CpuThreadPool {
   // the code at the return addresses those frames hold (any word of them that points into the
   // executable segment of this code: ExecutableSegmentOf): the caller into its own caches
   // while it waits, and the first worker to end while the caller still works, from where the
-  // caller's misses are served by a neighbour's cache, not memory. The span's address stays valid for the pool's
-  // life; the span may be empty, and the lines it names must stay mapped until the Run
-  // returns. nullptr: only the frames and their code.
+  // caller's misses are served by a neighbour's cache, not memory. A Run of one thread (the
+  // caller alone, whom nobody waits for) prefetches the lines before it runs instead. The span's
+  // address stays valid for the pool's life; the span may be empty, and the lines it names must
+  // stay mapped until the Run returns. nullptr: only the frames and their code.
   void set_wait_prefetch(const absl::Span<const void* const>* lines) { wait_prefetch_ = lines; }
 
   // How long a waiting thread spins before it sleeps.

@@ -10,7 +10,7 @@
 
 namespace mlaserve {
 
-class CopyOnlyBackend final : public HostBackend {
+class CopyOnlyBackend : public HostBackend {
  public:
   std::string_view name() const override { return "copy-only"; }
   bool batch_invariant() const override { return true; }

@@ -1,6 +1,7 @@
 // ForwardBatchBuilder::BuildDecodes (a replayed decode step written into the views its bucket
 // was captured over) against Build, the general planner every eager step runs, over the same
-// sequences: the metadata words copied to the device and the logits rows must be the same.
+// sequences: the metadata words copied to the device and the logits rows must be the same, on
+// a backend whose memory the host writes in place and on one it copies staged words to.
 #include "engine/forward_batch.h"
 
 #include <cstdint>
@@ -43,23 +44,30 @@ struct Decodes {
   std::vector<StepSequence> seqs;
 };
 
+// A host backend that claims no host address: the builder stages its words and copies them.
+class StagingBackend final : public CopyOnlyBackend {
+ public:
+  const void* HostAddress(const TensorView&) const override { return nullptr; }
+};
+
 std::vector<int32_t> Words(const ForwardBatch& fb) {
   const auto* base = static_cast<const int32_t*>(fb.input_ids.data());  // the buffer's start
   return {base, base + fb.metadata_words};
 }
 
-TEST(ForwardBatchTest, BuildDecodesWritesWhatBuildWrites) {
+// Both builders on `backend`, over every bucket, decode count and split-KV plan.
+void ExpectBuildDecodesWritesWhatBuildWrites(Backend* backend) {
   std::mt19937 rng(7);
   for (const int64_t workers : {0, 4}) {
     for (const MlaSplitRule rule : {MlaSplitRule::kBalanced, MlaSplitRule::kPerSequence}) {
-      CopyOnlyBackend backend;
-      auto planner = ForwardBatchBuilder::Create(Limits(workers, rule), &backend);
-      auto replayer = ForwardBatchBuilder::Create(Limits(workers, rule), &backend);
+      auto planner = ForwardBatchBuilder::Create(Limits(workers, rule), backend);
+      auto replayer = ForwardBatchBuilder::Create(Limits(workers, rule), backend);
       ASSERT_TRUE(planner.ok() && replayer.ok());
       for (const int32_t bucket : {1, 4, 8}) {
-        ForwardBatch layout;  // as a capture plans it: padding rows only
-        replayer->Build({}, &layout, bucket);
-        ASSERT_EQ(layout.num_decodes, bucket);
+        ForwardBatch padded;  // as a capture plans it: padding rows only
+        replayer->Build({}, &padded, bucket);
+        ASSERT_EQ(padded.num_decodes, bucket);
+        const DecodeLayout layout = replayer->DecodeLayoutOf(padded);
         std::vector<int32_t> items;
         for (int round = 0; round < 4; ++round) {
           for (int32_t count = 0; count <= bucket; ++count) {
@@ -70,8 +78,8 @@ TEST(ForwardBatchTest, BuildDecodesWritesWhatBuildWrites) {
             ForwardBatch expected;
             planner->Build(step.seqs, &expected, bucket);
             replayer->BuildDecodes(step.seqs, layout, &items);
-            EXPECT_EQ(expected.metadata_words, layout.metadata_words);
-            EXPECT_EQ(Words(expected), Words(layout));
+            EXPECT_EQ(expected.metadata_words, layout.words);
+            EXPECT_EQ(Words(expected), Words(padded));
             EXPECT_EQ(expected.logit_items, items);
             EXPECT_EQ(static_cast<int32_t>(items.size()), count);
           }
@@ -79,6 +87,16 @@ TEST(ForwardBatchTest, BuildDecodesWritesWhatBuildWrites) {
       }
     }
   }
+}
+
+TEST(ForwardBatchTest, BuildDecodesWritesWhatBuildWritesInPlace) {
+  CopyOnlyBackend backend;
+  ExpectBuildDecodesWritesWhatBuildWrites(&backend);
+}
+
+TEST(ForwardBatchTest, BuildDecodesWritesWhatBuildWritesStaged) {
+  StagingBackend backend;
+  ExpectBuildDecodesWritesWhatBuildWrites(&backend);
 }
 
 TEST(ForwardBatchTest, MetadataWordsCoverEveryView) {
