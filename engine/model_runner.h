@@ -109,7 +109,7 @@ class ModelRunner {
   // one copy brings a step's draws back.
   DeviceBuffer draws_;
   std::vector<int32_t> draws_host_;  // staging on the host, reused across steps
-  ForwardBatch batch_;
+  ForwardBatch batch_;  // the latest eager step's plan (a replay writes its bucket's layout)
   EagerStepCounts eager_steps_;
   StepKind last_step_;
 };

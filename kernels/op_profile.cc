@@ -81,7 +81,7 @@ OpProfile::~OpProfile() {
   };
   std::vector<Row> rows;
   for (const Slot& s : slots_) {
-    if (s.op == nullptr) continue;
+    if (s.op == nullptr || s.calls == 0) continue;  // free, or claimed by an op never run
     auto it = std::find_if(rows.begin(), rows.end(),
                            [&](const Row& r) { return std::strcmp(r.op, s.op) == 0; });
     if (it == rows.end()) {

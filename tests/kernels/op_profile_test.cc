@@ -81,6 +81,25 @@ TEST(OpProfileTest, PrintsOneRowPerName) {
   EXPECT_EQ(printed.find("Gemm"), printed.rfind("Gemm"));
 }
 
+TEST(OpProfileTest, AClaimedSlotAddsAsTheNameDoes) {
+  static const char kGemm[] = "Gemm";
+  static const char kNeverRun[] = "MergeAttn";
+  testing::internal::CaptureStderr();
+  {
+    OpProfile profile(/*use_tsc=*/false);
+    OpProfile::Slot* slot = profile.Claim(kGemm);
+    EXPECT_EQ(profile.Claim(kGemm), slot);  // found again, not claimed twice
+    profile.Claim(kNeverRun);               // a recorded op whose graph never ran
+    OpProfile::AddTo(slot, 1'000'000);
+    profile.Add(kGemm, 3'000'000);
+    EXPECT_EQ(slot->calls, 2);
+    EXPECT_EQ(profile.total_ticks(), 4'000'000);
+  }
+  const std::string printed = testing::internal::GetCapturedStderr();
+  EXPECT_THAT(printed, testing::ContainsRegex("Gemm +2 calls +4\\.000 ms +100\\.0%"));
+  EXPECT_EQ(printed.find("MergeAttn"), std::string::npos);
+}
+
 TEST(OpProfileTest, HoldsEverySlotThenStops) {
   static char names[OpProfile::kSlots + 1][2];
   OpProfile profile;
