@@ -127,8 +127,7 @@ DecodeLayout ForwardBatchBuilder::DecodeLayoutOf(const ForwardBatch& padded) con
 }
 
 void ForwardBatchBuilder::BuildDecodes(absl::Span<const StepSequence> seqs,
-                                       const DecodeLayout& layout,
-                                       std::vector<int32_t>* logit_items) {
+                                       const DecodeLayout& layout) {
   const int64_t bs = limits_.block_size;
   const int32_t rows = layout.rows, width = layout.width;
   const auto n = static_cast<int32_t>(seqs.size());
@@ -139,7 +138,6 @@ void ForwardBatchBuilder::BuildDecodes(absl::Span<const StepSequence> seqs,
   int32_t* table = Staged(layout.block_tables);
   int32_t* len = Staged(layout.seq_lens);
   int32_t* logit_rows = Staged(layout.logits_indices);
-  logit_items->clear();
   for (int32_t i = 0; i < n; ++i) {
     const StepSequence& s = seqs[i];
     CheckFits(s, bs);
@@ -148,7 +146,6 @@ void ForwardBatchBuilder::BuildDecodes(absl::Span<const StepSequence> seqs,
     WriteTableRow(s, width, table + i * width);
     len[i] = s.start_position + 1;
     logit_rows[i] = i;
-    logit_items->push_back(i);
   }
   WritePaddingRows(n, rows, width, ids, pos, slots, table, len, logit_rows);
   *Staged(layout.prefill_cu_seqlens) = 0;

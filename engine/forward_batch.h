@@ -115,13 +115,12 @@ class ForwardBatchBuilder {
   // every replayed step).
   DecodeLayout DecodeLayoutOf(const ForwardBatch& padded) const;
   // A decode-graph bucket's step without planning it again: writes what
-  // Build(seqs, &b, bucket) writes into the views `layout` describes, and sets logit_items (as
-  // b.logit_items: row r's index into seqs; rows past seqs.size() are padding and get none).
-  // Reads and writes far less memory than Build, which matters between two replays: the step
-  // before has streamed the weights through every cache. REQUIRES: only decodes, at most the
-  // bucket's rows of them, each within the limits.
-  void BuildDecodes(absl::Span<const StepSequence> seqs, const DecodeLayout& layout,
-                    std::vector<int32_t>* logit_items);
+  // Build(seqs, &b, bucket) writes into the views `layout` describes. Decode row r (and logits
+  // row r) is seqs[r], as in b.logit_items; rows past seqs.size() are padding. Reads and writes
+  // far less memory than Build, which matters between two replays: the step before has
+  // streamed the weights through every cache. REQUIRES: only decodes, at most the bucket's
+  // rows of them, each within the limits.
+  void BuildDecodes(absl::Span<const StepSequence> seqs, const DecodeLayout& layout);
 
   const ForwardLimits& limits() const { return limits_; }
   // Bytes of the device metadata buffer.
@@ -135,7 +134,9 @@ class ForwardBatchBuilder {
   TensorView Reserve(int64_t n, std::initializer_list<int64_t> shape, int32_t** host);
   // The elements written for the buffer's elements [offset, ...): the buffer itself where the
   // host writes it in place, else the staging buffer.
-  int32_t* Staged(int64_t offset) { return (host_buffer_ ? host_buffer_ : staging_.data()) + offset; }
+  int32_t* Staged(int64_t offset) {
+    return (host_buffer_ != nullptr ? host_buffer_ : staging_.data()) + offset;
+  }
   // The offset of a view into the buffer.
   int32_t OffsetOf(const TensorView& view) const;
   // Writes the decodes' split-KV plan over seq_lens[0, nd) into items slots of plan, nd + 1

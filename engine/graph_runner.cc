@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <numeric>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -47,10 +48,8 @@ GraphRunner::Captured GraphRunner::Record(int32_t bucket, ForwardBatch* batch) {
   builder_->Build({}, batch, bucket);
   backend_->BeginCapture();
   const TensorView logits = model_->Forward(*batch);
-  Captured captured{.bucket = bucket, .graph = backend_->EndCapture(), .logits = logits,
-                    .layout = builder_->DecodeLayoutOf(*batch)};
-  captured.logit_items.reserve(static_cast<size_t>(bucket));
-  return captured;
+  return Captured{.bucket = bucket, .graph = backend_->EndCapture(), .logits = logits,
+                  .layout = builder_->DecodeLayoutOf(*batch)};
 }
 
 absl::StatusOr<uint64_t> GraphRunner::MeasureMemory(const std::vector<int32_t>& buckets) {
@@ -92,6 +91,8 @@ absl::Status GraphRunner::Capture(const std::vector<int32_t>& buckets) {
     while (graphs_[index].bucket < n) ++index;
     index_for_[n] = index;
   }
+  rows_.resize(index_for_.empty() ? 0 : index_for_.size() - 1);
+  std::iota(rows_.begin(), rows_.end(), 0);
   return absl::OkStatus();
 }
 
@@ -105,9 +106,10 @@ GraphRunner::DecodeStep GraphRunner::Prepare(absl::Span<const StepSequence> seqs
   MLASERVE_CHECK(bucket > 0 && bucket < static_cast<int32_t>(index_for_.size()));
   Captured& captured = graphs_[index_for_[bucket]];
   MLASERVE_CHECK(captured.bucket == bucket);
-  builder_->BuildDecodes(seqs, captured.layout, &captured.logit_items);
+  builder_->BuildDecodes(seqs, captured.layout);
   ++captured.replays;
-  return {captured.graph.get(), captured.logits, captured.logit_items};
+  return {captured.graph.get(), captured.logits,
+          absl::MakeConstSpan(rows_.data(), seqs.size())};
 }
 
 uint64_t GraphRunner::memory_bytes() const {

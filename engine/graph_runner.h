@@ -52,7 +52,7 @@ class GraphRunner {
   struct DecodeStep {
     Graph* graph;                          // Replay() runs the step
     TensorView logits;                     // [bucket, vocab], filled by the replay
-    absl::Span<const int32_t> logit_items;  // row r's index into seqs; rows past it: padding
+    absl::Span<const int32_t> logit_items;  // 0, 1, ..., seqs.size() - 1: row r is seqs[r]
   };
   // Writes the metadata of `seqs` (all decodes, at most bucket of them) for `bucket`'s graph
   // and counts a replay of it; the caller then runs the returned graph. The step is planned
@@ -73,7 +73,6 @@ class GraphRunner {
     std::unique_ptr<Graph> graph;
     TensorView logits;     // [bucket, vocab]
     DecodeLayout layout;   // where the metadata the graph reads lies
-    std::vector<int32_t> logit_items;  // the latest step's, capacity for the bucket
     uint64_t replays = 0;
   };
   // Builds `bucket`'s padded batch into `batch` and records one forward step over it.
@@ -86,6 +85,8 @@ class GraphRunner {
   // index_for_[n]: the graphs_ entry of the smallest bucket holding n decodes, for every n up
   // to the largest bucket: one lookup in a step, no tree walk.
   std::vector<int32_t> index_for_;
+  // 0, 1, ..., largest bucket - 1: every replayed step's logit rows, a prefix of these.
+  std::vector<int32_t> rows_;
 };
 
 }  // namespace mlaserve
