@@ -14,7 +14,7 @@
 #                     tokens), --deterministic on and off alternating, f32 twice and bf16 once
 #   sanitizer.log     compute-sanitizer memcheck and racecheck over SANITIZE (default
 #                     cuda_mla_split_test_gpu), where compute-sanitizer is installed, each run
-#                     while at least 240 s are left
+#                     while at least 240 s are left, for at most SANITIZE_SECONDS (default 60)
 #   kernel_ab.log     where the CPU has AMX: mlaserve-kernel-ab, the amx_bf16 build against
 #                     avx512_bf16 on every CPU, f32 and bf16 activations, 40 s each
 #   decode_ab.log     where the CPU has AMX: replayed decode steps of 1 and 16 rows
@@ -140,7 +140,7 @@ if [ -n "$sanitizer" ] && wanted sanitizer && [ "$(left)" -gt 330 ]; then
   for name in ${SANITIZE:-cuda_mla_split_test_gpu}; do
     for tool in memcheck racecheck; do
       [ "$(left)" -lt 240 ] && { echo "$name $tool skipped: $(left) s left"; continue; }
-      MLASERVE_POISON=1 MLASERVE_TEST_DATA=$root/tests/data timeout 60 "$sanitizer" --tool $tool \
+      MLASERVE_POISON=1 MLASERVE_TEST_DATA=$root/tests/data timeout "${SANITIZE_SECONDS:-60}" "$sanitizer" --tool $tool \
           --error-exitcode 9 "$bin/$name" > "$m/sanitizer.log" 2>&1
       echo "$name $tool rc=$?"; tail -2 "$m/sanitizer.log"
     done
