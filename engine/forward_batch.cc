@@ -91,9 +91,9 @@ constexpr int32_t kReadAheadRows = 8;
 // Reads, before the rows are written, one word of each line a replay's metadata is made from or
 // written to: each row's new token and the block-table entries WriteTableRow copies, and the
 // buffer's first `words` words. A replay begins after the previous step's ops streamed the
-// weights through every cache and TLB, so these lines are in memory, on pages the TLB no longer
-// maps. The row loop's stores to such lines stall the loads of the rows after them, so the
-// misses came about one row at a time; loads that nothing waits on overlap them. Prefetch
+// weights through every cache and TLB, so these lines are in memory, likely on pages the TLB no
+// longer maps. The row loop's stores to such lines stall the loads of the rows after them, so
+// the misses came about one row at a time; loads that nothing waits on overlap them. Prefetch
 // instructions did not (the same measurement: no change), which fits their being dropped on a
 // TLB miss.
 void ReadDecodeLines(absl::Span<const StepSequence> seqs, int32_t width, const int32_t* buffer,

@@ -140,8 +140,8 @@ if [ -n "$sanitizer" ] && wanted sanitizer && [ "$(left)" -gt 330 ]; then
   for name in ${SANITIZE:-cuda_mla_split_test_gpu}; do
     for tool in memcheck racecheck; do
       [ "$(left)" -lt 240 ] && { echo "$name $tool skipped: $(left) s left"; continue; }
-      MLASERVE_POISON=1 MLASERVE_TEST_DATA=$root/tests/data timeout "${SANITIZE_SECONDS:-60}" "$sanitizer" --tool $tool \
-          --error-exitcode 9 "$bin/$name" > "$m/sanitizer.log" 2>&1
+      MLASERVE_POISON=1 MLASERVE_TEST_DATA=$root/tests/data timeout "${SANITIZE_SECONDS:-60}" \
+          "$sanitizer" --tool $tool --error-exitcode 9 "$bin/$name" > "$m/sanitizer.log" 2>&1
       echo "$name $tool rc=$?"; tail -2 "$m/sanitizer.log"
     done
   done > "$out/sanitizer.log" 2>&1
