@@ -79,9 +79,9 @@ void CpuThreadPool::RunJob(int threads, Job job, void* fn) {
   generation_.notify_all();
   job(fn, 0);
   prefetch_for_caller_.store(false, std::memory_order_relaxed);
-  if (pending_.load(std::memory_order_acquire) != 0) {
-    PrefetchForCaller();
-  }
+  // Also when every worker has ended: the lines are requested together here, where the dispatch
+  // after the Run would miss on them one after another (each names the next).
+  PrefetchForCaller();
   for (uint32_t left = pending_.load(std::memory_order_acquire); left != 0;
        left = pending_.load(std::memory_order_acquire)) {
     WaitWhileEquals(pending_, left);

@@ -47,12 +47,12 @@ class CpuThreadPool {
   void Barrier();
 
   // Cache lines the caller reads right after a Run returns (the next op's dispatch, which a
-  // graph replay publishes there), read again for every Run. A thread of the Run that ends its
-  // part while others still work prefetches them, the frames the caller returns through and
-  // the code at the return addresses those frames hold (any word of them that points into the
-  // executable segment of this code: ExecutableSegmentOf): the caller into its own caches
-  // while it waits, and the first worker to end while the caller still works, from where the
-  // caller's misses are served by a neighbour's cache, not memory. A Run of one thread (the
+  // graph replay publishes there), read again for every Run. The caller, once its part has
+  // ended (whether or not workers still work), prefetches them, the frames it returns through
+  // and the code at the return addresses those frames hold (any word of them that points into
+  // the executable segment of this code: ExecutableSegmentOf), into its own caches; so does the
+  // first worker to end while the caller still works, from where the caller's misses are served
+  // by a neighbour's cache, not memory. A Run of one thread (the
   // caller alone, whom nobody waits for) prefetches the lines before it runs instead. The span's
   // address stays valid for the pool's life; the span may be empty, and the lines it names must
   // stay mapped until the Run returns. nullptr: only the frames and their code.
