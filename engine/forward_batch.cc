@@ -29,7 +29,8 @@ ForwardBatchBuilder::ForwardBatchBuilder(const ForwardLimits& limits, Backend* b
       capacity_(capacity),
       host_buffer_(static_cast<int32_t*>(const_cast<void*>(backend->HostAddress(
           TensorView(buffer_.data(), DType::kI32, {capacity}))))),
-      staging_(host_buffer_ != nullptr ? 0 : static_cast<size_t>(capacity)) {}
+      staging_(host_buffer_ != nullptr ? 0 : static_cast<size_t>(capacity)),
+      table_dirty_(static_cast<size_t>(limits.max_num_seqs)) {}
 
 TensorView ForwardBatchBuilder::Reserve(int64_t n, std::initializer_list<int64_t> shape,
                                         int32_t** host) {
@@ -58,26 +59,27 @@ void WriteNewTokens(const StepSequence& s, int64_t bs, int32_t token, int32_t* i
   }
 }
 
-// A sequence's row of `width` block-table entries. Entries past its own blocks point at block 0
-// (reserved, never handed out), so a kernel that reads a whole row only ever touches valid
-// memory.
-void WriteTableRow(const StepSequence& s, int32_t width, int32_t* table) {
+// A sequence's row of `width` block-table entries: its own blocks, then zeros over
+// [own, zero_to) (the caller knows the rest of the row to be zero already). Entries past its own
+// blocks point at block 0 (reserved, never handed out), so a kernel that reads a whole row only
+// ever touches valid memory. Returns the count of its own entries.
+int32_t WriteTableRow(const StepSequence& s, int32_t width, int32_t zero_to, int32_t* row) {
   const int32_t own = std::min<int32_t>(width, static_cast<int32_t>(s.block_table.size()));
-  std::copy_n(s.block_table.begin(), own, table);
-  std::fill(table + own, table + width, 0);
+  std::copy_n(s.block_table.begin(), own, row);
+  if (zero_to > own) std::fill(row + own, row + zero_to, 0);
+  return own;
 }
 
 // Padding rows of a graph bucket, decode rows [row, end): token 0 at position 0, no cache write,
-// attending over the first row of block 0, which is reserved and zeroed at start-up, so they
-// compute finite values from valid memory and never touch a live sequence's blocks. Decode row
-// i is token i and logits row i.
-void WritePaddingRows(int32_t row, int32_t end, int32_t width, int32_t* ids, int32_t* pos,
-                      int32_t* slots, int32_t* table, int32_t* len, int32_t* logit_rows) {
+// attending over the first row of block 0 (its block-table entries are all 0, written by the
+// caller), which is reserved and zeroed at start-up, so they compute finite values from valid
+// memory and never touch a live sequence's blocks. Decode row i is token i and logits row i.
+void WritePaddingRows(int32_t row, int32_t end, int32_t* ids, int32_t* pos, int32_t* slots,
+                      int32_t* len, int32_t* logit_rows) {
   for (; row < end; ++row) {
     ids[row] = 0;
     pos[row] = 0;
     slots[row] = -1;
-    std::fill(table + row * width, table + (row + 1) * width, 0);
     len[row] = 1;
     logit_rows[row] = row;
   }
@@ -89,24 +91,37 @@ void WritePaddingRows(int32_t row, int32_t end, int32_t width, int32_t* ids, int
 constexpr int32_t kReadAheadRows = 8;
 
 // Reads, before the rows are written, one word of each line a replay's metadata is made from or
-// written to: each row's new token and the block-table entries WriteTableRow copies, and the
-// buffer's first `words` words. A replay begins after the previous step's ops streamed the
-// weights through every cache and TLB, so these lines are in memory, likely on pages the TLB no
-// longer maps. The row loop's stores to such lines stall the loads of the rows after them, so
-// the misses came about one row at a time; loads that nothing waits on overlap them. Prefetch
-// instructions did not (the same measurement: no change), which fits their being dropped on a
-// TLB miss.
-void ReadDecodeLines(absl::Span<const StepSequence> seqs, int32_t width, const int32_t* buffer,
-                     int64_t words) {
+// written to: each row's new token and the block-table entries it copies, the buffer's words
+// outside the block tables, and in each table row the entries the step writes (the first
+// `dirty[r]` or the row's own ones, whichever are more; BuildDecodes). A replay begins after
+// the previous step's ops streamed the weights through every cache and TLB, so these lines are
+// in memory, likely on pages the TLB no longer maps. The row loop's stores to such lines stall
+// the loads of the rows after them, so the misses came about one row at a time; loads that
+// nothing waits on overlap them. Prefetch instructions did not (the same measurement: no
+// change), which fits their being dropped on a TLB miss.
+void ReadDecodeLines(absl::Span<const StepSequence> seqs, const DecodeLayout& layout,
+                     const int32_t* buffer, const int32_t* dirty) {
   constexpr int64_t kLineWords = 64 / sizeof(int32_t);
   uint32_t sum = 0;  // unsigned: it may wrap
-  for (const StepSequence& s : seqs) {
-    sum += s.token_ids[s.start_position];
-    const int64_t own = std::min<int64_t>(width, static_cast<int64_t>(s.block_table.size()));
-    for (int64_t j = 0; j < own; j += kLineWords) sum += s.block_table[j];
-    if (own > 0) sum += s.block_table[own - 1];  // a row that ends on the next line
+  const int64_t width = layout.width;
+  for (int64_t r = 0; r < layout.rows; ++r) {
+    int64_t written = dirty[r];
+    if (r < static_cast<int64_t>(seqs.size())) {
+      const StepSequence& s = seqs[static_cast<size_t>(r)];
+      sum += s.token_ids[s.start_position];
+      const int64_t own = std::min<int64_t>(width, static_cast<int64_t>(s.block_table.size()));
+      for (int64_t j = 0; j < own; j += kLineWords) sum += s.block_table[j];
+      if (own > 0) sum += s.block_table[own - 1];  // a row that ends on the next line
+      written = std::max(written, own);
+    }
+    const int32_t* row = buffer + layout.block_tables + r * width;
+    for (int64_t j = 0; j < written; j += kLineWords) sum += row[j];
+    if (written > 0) sum += row[written - 1];
   }
-  for (int64_t w = 0; w < words; w += kLineWords) sum += buffer[w];
+  for (int64_t w = 0; w < layout.block_tables; w += kLineWords) sum += buffer[w];
+  for (int64_t w = layout.block_tables + layout.rows * width; w < layout.words; w += kLineWords) {
+    sum += buffer[w];
+  }
   asm volatile("" : : "r"(sum));  // the loads are kept for their effect on the caches alone
 }
 
@@ -158,24 +173,33 @@ void ForwardBatchBuilder::BuildDecodes(absl::Span<const StepSequence> seqs,
   const int64_t bs = limits_.block_size;
   const int32_t rows = layout.rows, width = layout.width;
   const auto n = static_cast<int32_t>(seqs.size());
-  MLASERVE_CHECK(n <= rows);
+  MLASERVE_CHECK(n <= rows && rows <= static_cast<int32_t>(table_dirty_.size()));
   int32_t* ids = Staged(layout.input_ids);
   int32_t* pos = Staged(layout.positions);
   int32_t* slots = Staged(layout.slot_mapping);
   int32_t* table = Staged(layout.block_tables);
   int32_t* len = Staged(layout.seq_lens);
   int32_t* logit_rows = Staged(layout.logits_indices);
-  if (n >= kReadAheadRows) ReadDecodeLines(seqs, width, Staged(0), layout.words);
+  int32_t* dirty = table_dirty_.data();
+  if (tables_layout_ != std::tuple(layout.block_tables, rows, width)) {
+    tables_layout_ = {layout.block_tables, rows, width};
+    std::fill_n(dirty, rows, width);  // whatever another layout left there
+  }
+  if (n >= kReadAheadRows) ReadDecodeLines(seqs, layout, Staged(0), dirty);
   for (int32_t i = 0; i < n; ++i) {
     const StepSequence& s = seqs[i];
     CheckFits(s, bs);
     MLASERVE_CHECK(s.num_new_tokens == 1);
     WriteNewTokens(s, bs, i, ids, pos, slots);
-    WriteTableRow(s, width, table + i * width);
+    dirty[i] = WriteTableRow(s, width, dirty[i], table + i * width);
     len[i] = s.start_position + 1;
     logit_rows[i] = i;
   }
-  WritePaddingRows(n, rows, width, ids, pos, slots, table, len, logit_rows);
+  for (int32_t i = n; i < rows; ++i) {
+    std::fill_n(table + i * width, dirty[i], 0);
+    dirty[i] = 0;
+  }
+  WritePaddingRows(n, rows, ids, pos, slots, len, logit_rows);
   *Staged(layout.prefill_cu_seqlens) = 0;
   if (layout.split_offsets >= 0) {
     WriteSplitPlan(len, rows, Staged(layout.split_offsets), Staged(layout.split_items),
@@ -186,6 +210,7 @@ void ForwardBatchBuilder::BuildDecodes(absl::Span<const StepSequence> seqs,
 
 void ForwardBatchBuilder::Build(absl::Span<const StepSequence> seqs, ForwardBatch* fb,
                                 int32_t pad_decodes_to) {
+  tables_layout_ = {};  // its words may lie anywhere in a decode layout's tables
   const int64_t bs = limits_.block_size;
   // Vectors keep their capacity across steps, so a warmed-up step allocates nothing.
   std::vector<int32_t>& order = order_;  // decodes first, then prefills, stable
@@ -248,7 +273,7 @@ void ForwardBatchBuilder::Build(absl::Span<const StepSequence> seqs, ForwardBatc
   for (int32_t item : order) {
     const StepSequence& s = seqs[item];
     WriteNewTokens(s, bs, token, ids, pos, slots);
-    WriteTableRow(s, max_blocks,
+    WriteTableRow(s, max_blocks, max_blocks,
                   s.num_new_tokens == 1 ? dec_bt + decode * max_blocks
                                         : pre_bt + prefill * max_blocks);
     if (s.num_new_tokens == 1) {
@@ -265,8 +290,8 @@ void ForwardBatchBuilder::Build(absl::Span<const StepSequence> seqs, ForwardBatc
   }
   // Padding rows come after the decodes and before any prefill token (a bucket has none).
   MLASERVE_CHECK(num_padding == 0 || (token == decode && decode == logit));
-  WritePaddingRows(decode, decode + num_padding, max_blocks, ids, pos, slots, dec_bt, dec_len,
-                   logit_rows);
+  std::fill(dec_bt + decode * max_blocks, dec_bt + (decode + num_padding) * max_blocks, 0);
+  WritePaddingRows(decode, decode + num_padding, ids, pos, slots, dec_len, logit_rows);
 
   if (limits_.mla_split_workers > 0 && nd > 0) {
     const int64_t items = MlaSplitCapacity(nd, limits_.mla_split_workers, limits_.mla_split_rule);

@@ -11,6 +11,7 @@
 #define MLASERVE_ENGINE_FORWARD_BATCH_H_
 
 #include <cstdint>
+#include <tuple>
 #include <vector>
 
 #include "absl/types/span.h"
@@ -97,8 +98,10 @@ struct alignas(64) DecodeLayout {
 };
 
 // Plans steps and owns the device metadata buffer they are written into. Owned by the engine
-// thread. The buffer is allocated once, uninitialized; every element a step's views cover is
-// written by that step's single copy (or in place, Backend::HostAddress).
+// thread. The buffer is allocated once, uninitialized; after a step's single copy (or its writes
+// in place, Backend::HostAddress) every element its views cover holds that step's value. A
+// replayed step leaves alone the block-table entries it knows to hold it already (zeros past a
+// row's own blocks that the last step into the same bucket wrote).
 class ForwardBatchBuilder {
  public:
   static absl::StatusOr<ForwardBatchBuilder> Create(const ForwardLimits& limits, Backend* backend);
@@ -118,8 +121,10 @@ class ForwardBatchBuilder {
   // Build(seqs, &b, bucket) writes into the views `layout` describes. Decode row r (and logits
   // row r) is seqs[r], as in b.logit_items; rows past seqs.size() are padding. Reads and writes
   // far less memory than Build, which matters between two replays: the step before has
-  // streamed the weights through every cache. REQUIRES: only decodes, at most the bucket's
-  // rows of them, each within the limits.
+  // streamed the weights through every cache. Of each block-table row it writes the sequence's
+  // own entries and zeroes only those the row held past them before: the rows are
+  // ceil(max_model_len / block_size) entries wide. REQUIRES: only decodes, at most the
+  // bucket's rows of them, each within the limits.
   void BuildDecodes(absl::Span<const StepSequence> seqs, const DecodeLayout& layout);
 
   const ForwardLimits& limits() const { return limits_; }
@@ -156,6 +161,14 @@ class ForwardBatchBuilder {
   std::vector<int32_t> staging_;
   std::vector<int32_t> order_;
   int64_t used_ = 0;
+  // What the last BuildDecodes left in its layout's block tables: entries of row r from
+  // table_dirty_[r] to the row's end are zero, so the next step into the same layout writes a
+  // row's own entries and zeroes only those the row held before beyond them (a row's full
+  // width, ceil(max_model_len / block_size) entries, is far more than most rows hold).
+  // tables_layout_ is that layout's (block_tables, rows, width), all zero when no layout's
+  // tables are known: Build writes its words anywhere in them.
+  std::tuple<int32_t, int32_t, int32_t> tables_layout_{};
+  std::vector<int32_t> table_dirty_;  // [max_num_seqs]
 };
 
 }  // namespace mlaserve

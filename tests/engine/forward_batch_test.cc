@@ -101,6 +101,52 @@ TEST(ForwardBatchTest, BuildDecodesWritesWhatBuildWritesStaged) {
   ExpectBuildDecodesWritesWhatBuildWrites(&backend);
 }
 
+// A replay's block-table rows hold only what changed since the last step into the same bucket
+// (ForwardBatchBuilder's table_dirty_); here the buckets' steps come in random order with
+// eager steps (a prefill and decodes, planned by Build on the same builder, into the same
+// buffer) between some of them, and every replayed step must still write what Build writes.
+void ExpectInterleavedStepsWriteWhatBuildWrites(Backend* backend) {
+  std::mt19937 rng(13);
+  auto planner = ForwardBatchBuilder::Create(Limits(4, MlaSplitRule::kBalanced), backend);
+  auto replayer = ForwardBatchBuilder::Create(Limits(4, MlaSplitRule::kBalanced), backend);
+  ASSERT_TRUE(planner.ok() && replayer.ok());
+  const std::vector<int32_t> buckets = {1, 4, 8};
+  std::vector<ForwardBatch> padded(buckets.size());
+  std::vector<DecodeLayout> layouts;
+  for (size_t b = 0; b < buckets.size(); ++b) {  // every bucket captured first, as at start-up
+    replayer->Build({}, &padded[b], buckets[b]);
+    layouts.push_back(replayer->DecodeLayoutOf(padded[b]));
+  }
+  std::vector<int32_t> prompt(40, 3), prompt_table = {9, 8, 7};
+  for (int step = 0; step < 300; ++step) {
+    SCOPED_TRACE(testing::Message() << "step " << step);
+    if (rng() % 5 == 0) {  // an eager step: a prompt of 40 tokens beside a few decodes
+      Decodes eager(static_cast<int32_t>(rng() % 4), &rng);
+      eager.seqs.push_back({.token_ids = prompt, .start_position = 0, .num_new_tokens = 40,
+                            .block_table = prompt_table, .needs_logits = true});
+      ForwardBatch fb;
+      replayer->Build(eager.seqs, &fb, 0);
+      continue;
+    }
+    const size_t b = rng() % buckets.size();
+    const Decodes decodes(static_cast<int32_t>(rng() % (buckets[b] + 1)), &rng);
+    ForwardBatch expected;
+    planner->Build(decodes.seqs, &expected, buckets[b]);
+    replayer->BuildDecodes(decodes.seqs, layouts[b]);
+    EXPECT_EQ(Words(expected), Words(padded[b])) << "bucket " << buckets[b];
+  }
+}
+
+TEST(ForwardBatchTest, InterleavedStepsWriteWhatBuildWritesInPlace) {
+  CopyOnlyBackend backend;
+  ExpectInterleavedStepsWriteWhatBuildWrites(&backend);
+}
+
+TEST(ForwardBatchTest, InterleavedStepsWriteWhatBuildWritesStaged) {
+  StagingBackend backend;
+  ExpectInterleavedStepsWriteWhatBuildWrites(&backend);
+}
+
 TEST(ForwardBatchTest, MetadataWordsCoverEveryView) {
   CopyOnlyBackend backend;
   auto builder = ForwardBatchBuilder::Create(Limits(4, MlaSplitRule::kBalanced), &backend);
