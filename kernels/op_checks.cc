@@ -20,6 +20,10 @@ RowsShape CheckRmsNorm(const RmsNormParams& p) {
   CheckTensor(p.weight, "RmsNorm.weight", kWeightDTypes, {dim});
   CheckTensor(p.out, "RmsNorm.out", DType::kF32, {rows, dim});
   if (!p.residual.empty()) CheckTensor(p.residual, "RmsNorm.residual", DType::kF32, {rows, dim});
+  if (!p.addend.empty()) {
+    MLASERVE_CHECK(!p.residual.empty());  // an addend is added to the residual stream
+    CheckTensor(p.addend, "RmsNorm.addend", DType::kF32, {rows, dim});
+  }
   return {rows, dim};
 }
 

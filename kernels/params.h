@@ -21,11 +21,15 @@ struct EmbeddingParams {
   TensorView out;    // [num_tokens, hidden] f32
 };
 
-// If residual is set: residual = x + residual; out = rmsnorm(residual) * weight.
-// Otherwise: out = rmsnorm(x) * weight. out may alias x. Accumulation in f32.
+// If residual is set: residual = x + residual; out = rmsnorm(residual) * weight. With addend
+// too, x + addend (rounded to f32) takes the place of x: the sum of two branches (the routed
+// and the shared experts) added to the residual stream in the same op, rounded as a separate
+// Add before it would round them. Otherwise: out = rmsnorm(x) * weight. out may alias x.
+// Accumulation in f32.
 struct RmsNormParams {
   TensorView x;         // [num_rows, dim] f32
   TensorView residual;  // optional [num_rows, dim] f32, updated in place
+  TensorView addend;    // optional [num_rows, dim] f32; REQUIRES residual when set
   TensorView weight;    // [dim] w
   float eps = 1e-6f;
   TensorView out;       // [num_rows, dim] f32

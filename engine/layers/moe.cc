@@ -5,19 +5,18 @@ namespace mlaserve {
 FeedForward::FeedForward(const ModelConfig& config, Backend* backend)
     : c_(config), backend_(backend) {}
 
-void FeedForward::Forward(const LayerWeights& w, int64_t num_tokens, int64_t num_decodes,
-                          const TensorView& x, const FfnWorkspace& ws,
-                          const TensorView& out) const {
+TensorView FeedForward::Forward(const LayerWeights& w, int64_t num_tokens, int64_t num_decodes,
+                                const TensorView& x, const FfnWorkspace& ws,
+                                const TensorView& out) const {
   if (!w.is_moe) {
     Mlp(w.dense, num_tokens, num_decodes, x, ws, out);
-    return;
+    return {};
   }
   Experts(w, num_tokens, num_decodes, x, ws, out);
-  if (!w.shared.gate_up.empty()) {
-    const TensorView shared = ws.shared_out.Slice(0, 0, num_tokens);
-    Mlp(w.shared, num_tokens, num_decodes, x, ws, shared);
-    backend_->Add({.a = out, .b = shared, .out = out});
-  }
+  if (w.shared.gate_up.empty()) return {};
+  const TensorView shared = ws.shared_out.Slice(0, 0, num_tokens);
+  Mlp(w.shared, num_tokens, num_decodes, x, ws, shared);
+  return shared;
 }
 
 void FeedForward::Mlp(const MlpWeights& w, int64_t n, int64_t num_decodes, const TensorView& x,

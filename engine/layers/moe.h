@@ -36,9 +36,14 @@ class FeedForward {
   FeedForward(const ModelConfig& config, Backend* backend);
 
   // x: [num_tokens, hidden] f32 (normalised); out: [num_tokens, hidden] f32. Tokens
-  // [0, num_decodes) are single-token decodes (GemmParams::decode_rows).
-  void Forward(const LayerWeights& w, int64_t num_tokens, int64_t num_decodes, const TensorView& x,
-               const FfnWorkspace& ws, const TensorView& out) const;
+  // [0, num_decodes) are single-token decodes (GemmParams::decode_rows). Returns the shared
+  // experts' output (a view into ws) when the layer has them, else an empty view: the layer's
+  // output is then out + that view, which the caller adds where it adds the layer to the
+  // residual stream (RmsNormParams::addend), one op and one pass over the rows fewer than an
+  // Add here.
+  [[nodiscard]] TensorView Forward(const LayerWeights& w, int64_t num_tokens, int64_t num_decodes,
+                                   const TensorView& x, const FfnWorkspace& ws,
+                                   const TensorView& out) const;
 
  private:
   void Mlp(const MlpWeights& w, int64_t num_tokens, int64_t num_decodes, const TensorView& x,

@@ -167,10 +167,11 @@ TensorView DeepseekModel::Forward(const ForwardBatch& fb) {
     attention_->Forward(w, fb, normed, kv_caches_[i], mla_ws_, out);
     b.RmsNorm({.x = out, .residual = residual, .weight = w.post_attention_norm, .eps = eps,
                .out = normed});
-    ffn_->Forward(w, t, fb.num_decodes, normed, ffn_ws_, out);
+    const TensorView shared = ffn_->Forward(w, t, fb.num_decodes, normed, ffn_ws_, out);
     const TensorView& next_norm =
         i + 1 < weights_.layers.size() ? weights_.layers[i + 1].input_norm : weights_.final_norm;
-    b.RmsNorm({.x = out, .residual = residual, .weight = next_norm, .eps = eps, .out = normed});
+    b.RmsNorm({.x = out, .residual = residual, .addend = shared, .weight = next_norm, .eps = eps,
+               .out = normed});
   }
   const TensorView hidden = logit_hidden_.Slice(0, 0, fb.num_logits);
   const TensorView logits = logits_.Slice(0, 0, fb.num_logits);

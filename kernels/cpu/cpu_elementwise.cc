@@ -70,7 +70,12 @@ void CpuRmsNorm(const CpuContext& ctx, const RmsNormParams& p) {
     const float* src = At<const float>(p.x, r);
     if (has_residual) {
       float* sum = At<float>(p.residual, r);
-      for (int64_t i = 0; i < dim; ++i) sum[i] += src[i];
+      if (p.addend.empty()) {
+        for (int64_t i = 0; i < dim; ++i) sum[i] += src[i];
+      } else {
+        const float* add = At<const float>(p.addend, r);
+        for (int64_t i = 0; i < dim; ++i) sum[i] += src[i] + add[i];
+      }
       src = sum;
     }
     const float inv_rms =

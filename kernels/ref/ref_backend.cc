@@ -38,8 +38,9 @@ void RefBackend::RunRmsNorm(const RmsNormParams& p) {
   for (int64_t r = 0; r < rows; ++r) {
     if (has_residual) {
       for (int64_t i = 0; i < dim; ++i) {
-        const float sum = static_cast<float>(Load(p.x, Off(p.x, r, i))) +
-                          static_cast<float>(Load(p.residual, Off(p.residual, r, i)));
+        float branch = static_cast<float>(Load(p.x, Off(p.x, r, i)));
+        if (!p.addend.empty()) branch += static_cast<float>(Load(p.addend, Off(p.addend, r, i)));
+        const float sum = branch + static_cast<float>(Load(p.residual, Off(p.residual, r, i)));
         Store(p.residual, Off(p.residual, r, i), sum);
       }
     }

@@ -40,20 +40,26 @@ TEST_P(CpuElementwiseTest, RmsNormWithAndWithoutResidualOnStridedRows) {
   for (int64_t rows : {1, 3, 65, 1000}) {
     for (int64_t dim : {1, 17, 512, 2048}) {
       if (rows * dim > 300000) continue;
-      for (bool residual : {false, true}) {
+      // 0: x alone; 1: x + residual; 2: x + addend (strided) + residual.
+      for (int inputs : {0, 1, 2}) {
+        const bool residual = inputs >= 1, addend = inputs == 2;
         const int64_t pitch = dim + 3;
         TestTensor x = RandomTensor(ref(), rng, DType::kF32, {rows, pitch}, -3, 3);
         TestTensor res = RandomTensor(ref(), rng, DType::kF32, {rows, dim});
+        TestTensor add = RandomTensor(ref(), rng, DType::kF32, {rows, pitch}, -3, 3);
         TestTensor w = RandomTensor(ref(), rng, DType::kBF16, {dim});
         TestTensor x_cpu = x.CloneTo(cpu()), res_cpu = res.CloneTo(cpu()), w_cpu = w.CloneTo(cpu());
+        TestTensor add_cpu = add.CloneTo(cpu());
         // out aliases x: the op must read each row before it overwrites it.
         ref().RmsNorm({.x = x.view().Slice(1, 0, dim),
                        .residual = residual ? res.view() : TensorView(),
+                       .addend = addend ? add.view().Slice(1, 3, dim) : TensorView(),
                        .weight = w.view(),
                        .eps = 1e-6f,
                        .out = x.view().Slice(1, 0, dim)});
         cpu().RmsNorm({.x = x_cpu.view().Slice(1, 0, dim),
                        .residual = residual ? res_cpu.view() : TensorView(),
+                       .addend = addend ? add_cpu.view().Slice(1, 3, dim) : TensorView(),
                        .weight = w_cpu.view(),
                        .eps = 1e-6f,
                        .out = x_cpu.view().Slice(1, 0, dim)});

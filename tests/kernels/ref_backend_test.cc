@@ -69,6 +69,32 @@ TEST_F(RefBackendTest, RmsNormAddsResidualInPlaceAndMayAliasX) {
   EXPECT_EQ(x.Read(), (std::vector<float>{1, 2, 3, 4}));
 }
 
+// x + addend is rounded to f32 before the residual is added, as a separate Add would round it:
+// 2^24 + 1 rounds to 2^24 (ties to even) and 2^24 + 1 again does, where 2^24 + (1 + 1) would
+// give 2^24 + 2.
+TEST_F(RefBackendTest, RmsNormAddsTheAddendToXBeforeTheResidual) {
+  constexpr float kBig = 16777216.0f;  // 2^24
+  TestTensor x = FloatTensor(b(), DType::kF32, {2, 2}, std::vector<float>{kBig, 3, 1, 3});
+  TestTensor addend = FloatTensor(b(), DType::kF32, {2, 2}, std::vector<float>{1, -1, 0.5f, -1});
+  TestTensor residual = FloatTensor(b(), DType::kF32, {2, 2}, std::vector<float>{1, 0, 0.5f, 0});
+  TestTensor w = FloatTensor(b(), DType::kF32, {2}, std::vector<float>{1, 2});
+  TestTensor out(b(), DType::kF32, {2, 2});
+  b().RmsNorm({.x = x.view(),
+               .residual = residual.view(),
+               .addend = addend.view(),
+               .weight = w.view(),
+               .eps = 0.0f,
+               .out = out.view()});
+  EXPECT_EQ(residual.Read(), (std::vector<float>{kBig, 2, 2, 2}));
+  const std::vector<float> normed = out.Read();
+  // Row 0: [2^24, 2] over rms sqrt((2^48 + 4) / 2); row 1: [2, 2] over rms 2, times [1, 2].
+  const double rms0 = std::sqrt((static_cast<double>(kBig) * kBig + 4.0) / 2.0);
+  EXPECT_FLOAT_EQ(normed[0], static_cast<float>(kBig / rms0));
+  EXPECT_FLOAT_EQ(normed[1], static_cast<float>(2.0 / rms0 * 2.0));
+  EXPECT_EQ(normed[2], 1.0f);
+  EXPECT_EQ(normed[3], 2.0f);
+}
+
 TEST_F(RefBackendTest, RmsNormMatchesFormulaOnStridedRows) {
   std::mt19937 rng(1);
   const int64_t rows = 5, dim = 37, pitch = 41;

@@ -42,22 +42,27 @@ TEST_F(CudaElementwiseTest, RmsNormWithAndWithoutResidualOnStridedRows) {
   for (int64_t rows : {1, 3, 65, 1000}) {
     for (int64_t dim : {1, 17, 512, 2048}) {
       if (rows * dim > 300000) continue;
-      for (bool residual : {false, true}) {
+      // 0: x alone; 1: x + residual; 2: x + addend (strided) + residual.
+      for (int inputs : {0, 1, 2}) {
+        const bool residual = inputs >= 1, addend = inputs == 2;
         for (DType wt : {DType::kBF16, DType::kF32}) {
           const int64_t pitch = dim + 3;
           TestTensor x = RandomTensor(ref(), rng, DType::kF32, {rows, pitch}, -3, 3);
           TestTensor res = RandomTensor(ref(), rng, DType::kF32, {rows, dim});
+          TestTensor add = RandomTensor(ref(), rng, DType::kF32, {rows, pitch}, -3, 3);
           TestTensor w = RandomTensor(ref(), rng, wt, {dim});
           TestTensor x_gpu = x.CloneTo(cuda()), res_gpu = res.CloneTo(cuda());
-          TestTensor w_gpu = w.CloneTo(cuda());
+          TestTensor add_gpu = add.CloneTo(cuda()), w_gpu = w.CloneTo(cuda());
           // out aliases x: the op must read each row before it overwrites it.
           ref().RmsNorm({.x = x.view().Slice(1, 0, dim),
                          .residual = residual ? res.view() : TensorView(),
+                         .addend = addend ? add.view().Slice(1, 3, dim) : TensorView(),
                          .weight = w.view(),
                          .eps = 1e-6f,
                          .out = x.view().Slice(1, 0, dim)});
           cuda().RmsNorm({.x = x_gpu.view().Slice(1, 0, dim),
                           .residual = residual ? res_gpu.view() : TensorView(),
+                          .addend = addend ? add_gpu.view().Slice(1, 3, dim) : TensorView(),
                           .weight = w_gpu.view(),
                           .eps = 1e-6f,
                           .out = x_gpu.view().Slice(1, 0, dim)});
