@@ -1,7 +1,7 @@
 // RmsNorm (+ residual): residual = x + residual; out = residual * rsqrt(mean(residual²) + eps)
-// * weight, x + addend in place of x where an addend is given, or the same over x without
-// residual (kernels/params.h RmsNormParams; matches
-// RefBackend::RunRmsNorm, which accumulates in double: here f32).
+// * weight, with x + addend in place of x where an addend is given, or the same over x without
+// residual (kernels/params.h RmsNormParams; matches RefBackend::RunRmsNorm, which accumulates
+// in double: here f32).
 // Grid: one block per row; block: kRowThreads threads, thread i owning elements i, i + blockDim,
 // ... of the row in both passes. Shared memory: BlockSum's 32 floats. out may alias x: each
 // element is read by the thread that later writes it, and x is not read after the first pass
