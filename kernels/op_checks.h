@@ -32,6 +32,7 @@ void CheckCopy(const CopyParams& p);
 
 struct RopeShape {
   int64_t num_tokens, num_heads, rope_dim;
+  int64_t num_heads2;  // of x2; 0 without it
 };
 RopeShape CheckRope(const RopeParams& p);
 

@@ -60,6 +60,9 @@ struct SiluMulParams {
 //   y[i + d/2]  = x[2i+1] * cos[p, i] + x[2i]   * sin[p, i]      for i < d/2, p = positions[t]
 struct RopeParams {
   TensorView x;          // [num_tokens, num_heads, rope_dim] f32, rotated in place
+  // Optional [num_tokens, num_heads2, rope_dim] f32, rotated in place as x is, by the same
+  // positions: the keys' rope part in the op that rotates the queries'.
+  TensorView x2;
   TensorView positions;  // [num_tokens] i32
   TensorView cos_sin;    // [max_positions, rope_dim] f32 contiguous: rope_dim/2 cos then rope_dim/2
                          // sin, YaRN mscale already folded in

@@ -37,8 +37,10 @@ void MlaAttention::Forward(const LayerWeights& w, const ForwardBatch& fb, const 
   b.RmsNorm({.x = kv_a.Slice(1, 0, r), .weight = w.kv_a_norm, .eps = 1e-6f, .out = latent});
   const TensorView k_pe = kv_a.Slice(1, r, rope);
   const TensorView k_pe_heads(k_pe.data(), DType::kF32, {t, 1, rope}, {k_pe.stride(0), rope, 1});
-  b.ApplyRope({.x = q.Slice(2, nope, rope), .positions = fb.positions, .cos_sin = cos_sin_});
-  b.ApplyRope({.x = k_pe_heads, .positions = fb.positions, .cos_sin = cos_sin_});
+  b.ApplyRope({.x = q.Slice(2, nope, rope),
+               .x2 = k_pe_heads,
+               .positions = fb.positions,
+               .cos_sin = cos_sin_});
   b.WriteKvCache(
       {.latent = latent, .k_pe = k_pe, .slot_mapping = fb.slot_mapping, .kv_cache = kv_cache});
 

@@ -140,14 +140,15 @@ void CpuApplyRope(const CpuContext& ctx, const RopeParams& p) {
   const int64_t rope_dim = shape.rope_dim, half = rope_dim / 2;
   constexpr int64_t kMaxRopeDim = 512;
   MLASERVE_CHECK(rope_dim <= kMaxRopeDim);
-  ForRows(ctx, num_tokens, 4 * num_heads * rope_dim, [&](int64_t t) {
+  const int64_t num_heads2 = shape.num_heads2;
+  ForRows(ctx, num_tokens, 4 * (num_heads + num_heads2) * rope_dim, [&](int64_t t) {
     const int32_t pos = *At<const int32_t>(p.positions, t);
     MLASERVE_CHECK(pos >= 0 && pos < p.cos_sin.size(0));
     const float* cos = p.cos_sin.ptr<const float>() + pos * rope_dim;
     const float* sin = cos + half;
     float even[kMaxRopeDim / 2], odd[kMaxRopeDim / 2];
-    for (int64_t h = 0; h < num_heads; ++h) {
-      float* x = At<float>(p.x, t, h);
+    for (int64_t h = 0; h < num_heads + num_heads2; ++h) {
+      float* x = h < num_heads ? At<float>(p.x, t, h) : At<float>(p.x2, t, h - num_heads);
       for (int64_t i = 0; i < half; ++i) {
         even[i] = x[2 * i];
         odd[i] = x[2 * i + 1];

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstring>
 #include <memory>
+#include <utility>
 #include <vector>
 
 #include "kernels/op_checks.h"
@@ -153,13 +154,15 @@ void RefBackend::RunApplyRope(const RopeParams& p) {
     MLASERVE_CHECK(pos >= 0 && pos < p.cos_sin.size(0));
     const float* cos = table + pos * rope_dim;
     const float* sin = cos + half;
-    for (int64_t h = 0; h < num_heads; ++h) {
-      // The whole head is read first: the de-interleaved result overwrites it in place.
-      for (int64_t i = 0; i < rope_dim; ++i) x[i] = Load(p.x, Off(p.x, t, h, i));
-      for (int64_t i = 0; i < half; ++i) {
-        const double even = x[2 * i], odd = x[2 * i + 1];
-        Store(p.x, Off(p.x, t, h, i), even * cos[i] - odd * sin[i]);
-        Store(p.x, Off(p.x, t, h, i + half), odd * cos[i] + even * sin[i]);
+    for (const auto& [v, heads] : {std::pair(&p.x, num_heads), std::pair(&p.x2, shape.num_heads2)}) {
+      for (int64_t h = 0; h < heads; ++h) {
+        // The whole head is read first: the de-interleaved result overwrites it in place.
+        for (int64_t i = 0; i < rope_dim; ++i) x[i] = Load(*v, Off(*v, t, h, i));
+        for (int64_t i = 0; i < half; ++i) {
+          const double even = x[2 * i], odd = x[2 * i + 1];
+          Store(*v, Off(*v, t, h, i), even * cos[i] - odd * sin[i]);
+          Store(*v, Off(*v, t, h, i + half), odd * cos[i] + even * sin[i]);
+        }
       }
     }
   }

@@ -204,7 +204,8 @@ TEST_F(RefBackendTest, CopyHonoursStrides) {
 }
 
 // Rope as HF writes it: de-interleave, then x·cos + rotate_half(x)·sin, equivalently the complex
-// product (x[2i] + i·x[2i+1]) · mscale·e^{iθ} stored as real parts then imaginary parts.
+// product (x[2i] + i·x[2i+1]) · mscale·e^{iθ} stored as real parts then imaginary parts; x2
+// (here two key heads) is rotated by the same positions.
 TEST_F(RefBackendTest, RopeMatchesComplexRotationOnStridedHeads) {
   std::mt19937 rng(3);
   const int64_t tokens = 4, heads = 3, nope = 5, rope = 8, half = rope / 2, max_pos = 16;
@@ -220,25 +221,35 @@ TEST_F(RefBackendTest, RopeMatchesComplexRotationOnStridedHeads) {
   TestTensor cos_sin = FloatTensor(b(), DType::kF32, {max_pos, rope}, table);
   const std::vector<int32_t> positions = {7, 0, 15, 3};
   TestTensor pos = IntTensor(b(), {tokens}, positions);
+  constexpr int64_t kKeyHeads = 2;
   TestTensor q = RandomTensor(b(), rng, DType::kF32, {tokens, heads, nope + rope});
-  const std::vector<float> before = q.Read();
-  b().ApplyRope(
-      {.x = q.view().Slice(2, nope, rope), .positions = pos.view(), .cos_sin = cos_sin.view()});
-  std::vector<float> expected = before;
-  for (int64_t t = 0; t < tokens; ++t) {
-    for (int64_t h = 0; h < heads; ++h) {
-      float* head = &expected[(t * heads + h) * (nope + rope) + nope];
-      const float* x = &before[(t * heads + h) * (nope + rope) + nope];
-      for (int64_t i = 0; i < half; ++i) {
-        const std::complex<double> z(x[2 * i], x[2 * i + 1]);
-        const std::complex<double> r(table[positions[t] * rope + i],
-                                     table[positions[t] * rope + half + i]);
-        head[i] = static_cast<float>((z * r).real());
-        head[half + i] = static_cast<float>((z * r).imag());
+  TestTensor k = RandomTensor(b(), rng, DType::kF32, {tokens, kKeyHeads, nope + rope});
+  // What the rotation makes of `values` ([tokens, n, nope + rope], the rope part last).
+  auto rotated = [&](std::vector<float> values, int64_t n) {
+    const std::vector<float> before = values;
+    for (int64_t t = 0; t < tokens; ++t) {
+      for (int64_t h = 0; h < n; ++h) {
+        float* head = &values[(t * n + h) * (nope + rope) + nope];
+        const float* x = &before[(t * n + h) * (nope + rope) + nope];
+        for (int64_t i = 0; i < half; ++i) {
+          const std::complex<double> z(x[2 * i], x[2 * i + 1]);
+          const std::complex<double> r(table[positions[t] * rope + i],
+                                       table[positions[t] * rope + half + i]);
+          head[i] = static_cast<float>((z * r).real());
+          head[half + i] = static_cast<float>((z * r).imag());
+        }
       }
     }
-  }
-  ExpectClose(q.Read(), expected, 1e-6, 1e-6, "rope", q.shape());
+    return values;
+  };
+  const std::vector<float> q_expected = rotated(q.Read(), heads);
+  const std::vector<float> k_expected = rotated(k.Read(), kKeyHeads);
+  b().ApplyRope({.x = q.view().Slice(2, nope, rope),
+                 .x2 = k.view().Slice(2, nope, rope),
+                 .positions = pos.view(),
+                 .cos_sin = cos_sin.view()});
+  ExpectClose(q.Read(), q_expected, 1e-6, 1e-6, "rope", q.shape());
+  ExpectClose(k.Read(), k_expected, 1e-6, 1e-6, "rope x2", k.shape());
 }
 
 TEST(RefBackendDeathTest, ShapeMismatchAborts) {

@@ -137,15 +137,23 @@ TEST_F(CudaElementwiseTest, RopeOverHeadsAndTokens) {
       if (tokens == 1000 && heads > 3) continue;
       // The rope part of q: a strided slice after the nope dims.
       TestTensor q = RandomTensor(ref(), rng, DType::kF32, {tokens, heads, nope + rope});
+      // The keys' rope part (x2), rotated in the same op on odd token counts: a strided slice
+      // of [tokens, 1, latent + rope] as in the model.
+      const bool keys = tokens % 2 == 1;
+      TestTensor k = RandomTensor(ref(), rng, DType::kF32, {tokens, 1, nope + rope});
       TestTensor pos = IntTensor(ref(), {tokens}, RandomInts(rng, tokens, 0, max_pos - 1));
       TestTensor q_gpu = q.CloneTo(cuda()), pos_gpu = pos.CloneTo(cuda());
+      TestTensor k_gpu = k.CloneTo(cuda());
       ref().ApplyRope({.x = q.view().Slice(2, nope, rope),
+                       .x2 = keys ? k.view().Slice(2, nope, rope) : TensorView(),
                        .positions = pos.view(),
                        .cos_sin = cos_sin.view()});
       cuda().ApplyRope({.x = q_gpu.view().Slice(2, nope, rope),
+                        .x2 = keys ? k_gpu.view().Slice(2, nope, rope) : TensorView(),
                         .positions = pos_gpu.view(),
                         .cos_sin = cos_sin_gpu.view()});
       ExpectClose(q_gpu.Read(), q.Read(), 1e-6, 1e-6, Label("rope", heads, tokens), q.shape());
+      ExpectClose(k_gpu.Read(), k.Read(), 1e-6, 1e-6, Label("rope x2", heads, tokens), k.shape());
     }
   }
 }
