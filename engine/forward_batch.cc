@@ -101,8 +101,13 @@ constexpr int32_t kReadAheadRows = 8;
 // change), which fits their being dropped on a TLB miss.
 void ReadDecodeLines(absl::Span<const StepSequence> seqs, const DecodeLayout& layout,
                      const int32_t* buffer, const int32_t* dirty) {
-  constexpr int64_t kLineWords = 64 / sizeof(int32_t);
   uint32_t sum = 0;  // unsigned: it may wrap
+  // One word of each line of [words, words + n), the last one included.
+  auto read = [&sum](const int32_t* words, int64_t n) {
+    constexpr int64_t kLineWords = 64 / sizeof(int32_t);
+    for (int64_t j = 0; j < n; j += kLineWords) sum += words[j];
+    if (n > 0) sum += words[n - 1];  // a span that ends on the next line
+  };
   const int64_t width = layout.width;
   for (int64_t r = 0; r < layout.rows; ++r) {
     int64_t written = dirty[r];
@@ -110,18 +115,14 @@ void ReadDecodeLines(absl::Span<const StepSequence> seqs, const DecodeLayout& la
       const StepSequence& s = seqs[static_cast<size_t>(r)];
       sum += s.token_ids[s.start_position];
       const int64_t own = std::min<int64_t>(width, static_cast<int64_t>(s.block_table.size()));
-      for (int64_t j = 0; j < own; j += kLineWords) sum += s.block_table[j];
-      if (own > 0) sum += s.block_table[own - 1];  // a row that ends on the next line
+      read(s.block_table.data(), own);
       written = std::max(written, own);
     }
-    const int32_t* row = buffer + layout.block_tables + r * width;
-    for (int64_t j = 0; j < written; j += kLineWords) sum += row[j];
-    if (written > 0) sum += row[written - 1];
+    read(buffer + layout.block_tables + r * width, written);
   }
-  for (int64_t w = 0; w < layout.block_tables; w += kLineWords) sum += buffer[w];
-  for (int64_t w = layout.block_tables + layout.rows * width; w < layout.words; w += kLineWords) {
-    sum += buffer[w];
-  }
+  const int64_t tables_end = layout.block_tables + layout.rows * width;
+  read(buffer, layout.block_tables);
+  read(buffer + tables_end, layout.words - tables_end);
   asm volatile("" : : "r"(sum));  // the loads are kept for their effect on the caches alone
 }
 

@@ -59,7 +59,9 @@ RopeShape CheckRope(const RopeParams& p) {
   CheckTensor(p.positions, "ApplyRope.positions", DType::kI32, {num_tokens});
   CheckTensor(p.cos_sin, "ApplyRope.cos_sin", DType::kF32, {kAnyDim, rope_dim});
   CheckContiguous(p.cos_sin, "ApplyRope.cos_sin");
-  if (!p.x2.empty()) CheckTensor(p.x2, "ApplyRope.x2", DType::kF32, {num_tokens, kAnyDim, rope_dim});
+  if (!p.x2.empty()) {
+    CheckTensor(p.x2, "ApplyRope.x2", DType::kF32, {num_tokens, kAnyDim, rope_dim});
+  }
   return {num_tokens, num_heads, rope_dim, p.x2.empty() ? 0 : p.x2.size(1)};
 }
 

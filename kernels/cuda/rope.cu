@@ -2,9 +2,10 @@
 // head's rope_dim values are de-interleaved and rotated with rotate_half,
 //   y[i] = x[2i] cos - x[2i+1] sin,  y[i + d/2] = x[2i+1] cos + x[2i] sin,
 // with cos/sin from row positions[t] of the contiguous [max_positions, rope_dim] table.
-// Grid: (num_tokens, num_heads + num_heads2), x2's heads after x's; block: 32 threads. Shared memory: the head (at most
-// kMaxRopeDim floats), loaded whole before any write because results land on other threads'
-// inputs. x may be strided over tokens and heads (innermost contiguous). A position outside
+// Grid: (num_tokens, num_heads + num_heads2), x2's heads after x's; block: 32 threads. Shared
+// memory: the head (at most kMaxRopeDim floats), loaded whole before any write because results
+// land on other threads' inputs. x and x2 may be strided over tokens and heads (innermost
+// contiguous). A position outside
 // the table (a caller bug the ref aborts on) leaves the head unchanged.
 #include "kernels/cuda/kernel_util.cuh"
 #include "kernels/cuda/launch.cuh"

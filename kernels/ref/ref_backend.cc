@@ -154,7 +154,8 @@ void RefBackend::RunApplyRope(const RopeParams& p) {
     MLASERVE_CHECK(pos >= 0 && pos < p.cos_sin.size(0));
     const float* cos = table + pos * rope_dim;
     const float* sin = cos + half;
-    for (const auto& [v, heads] : {std::pair(&p.x, num_heads), std::pair(&p.x2, shape.num_heads2)}) {
+    for (const auto& [v, heads] :
+         {std::pair(&p.x, num_heads), std::pair(&p.x2, shape.num_heads2)}) {
       for (int64_t h = 0; h < heads; ++h) {
         // The whole head is read first: the de-interleaved result overwrites it in place.
         for (int64_t i = 0; i < rope_dim; ++i) x[i] = Load(*v, Off(*v, t, h, i));
