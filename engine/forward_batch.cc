@@ -85,45 +85,38 @@ void WritePaddingRows(int32_t row, int32_t end, int32_t* ids, int32_t* pos, int3
   }
 }
 
-// Decode sets of at least this many rows read their lines ahead (ReadDecodeLines). Measured on
+// Decode sets of at least this many rows read their lines ahead (BuildDecodes). Measured on
 // a Zen 3 host, BuildDecodes' rows: 64 rows 24.6-25.0 us -> 10.4-12.5 us with the reads, 8
 // rows unchanged, a single row 0.5 us slower (nothing to overlap its misses with).
 constexpr int32_t kReadAheadRows = 8;
 
-// Reads, before the rows are written, one word of each line a replay's metadata is made from or
-// written to: each row's new token and the block-table entries it copies, the buffer's words
-// outside the block tables, and in each table row the entries the step writes (the first
-// `dirty[r]` or the row's own ones, whichever are more; BuildDecodes). A replay begins after
-// the previous step's ops streamed the weights through every cache and TLB, so these lines are
-// in memory, likely on pages the TLB no longer maps. The row loop's stores to such lines stall
-// the loads of the rows after them, so the misses came about one row at a time; loads that
-// nothing waits on overlap them. Prefetch instructions did not (the same measurement: no
-// change), which fits their being dropped on a TLB miss.
-void ReadDecodeLines(absl::Span<const StepSequence> seqs, const DecodeLayout& layout,
-                     const int32_t* buffer, const int32_t* dirty) {
-  uint32_t sum = 0;  // unsigned: it may wrap
-  // One word of each line of [words, words + n), the last one included.
-  auto read = [&sum](const int32_t* words, int64_t n) {
-    constexpr int64_t kLineWords = 64 / sizeof(int32_t);
-    for (int64_t j = 0; j < n; j += kLineWords) sum += words[j];
-    if (n > 0) sum += words[n - 1];  // a span that ends on the next line
+// Calls visit(word) for one word of each line a replay's metadata is made from or written to:
+// the sequences' array, each row's new token and the block-table entries it copies, the
+// buffer's words outside the block tables, and in each table row the entries the step writes
+// (the first `dirty[r]` or the row's own ones, whichever are more; BuildDecodes).
+template <class Visit>
+void ForEachDecodeWord(absl::Span<const StepSequence> seqs, const DecodeLayout& layout,
+                       const int32_t* buffer, const int32_t* dirty, Visit visit) {
+  // One word of each line of [words, words + n).
+  auto each_line = [&visit](const auto* words, int64_t n) {
+    ForEachLineWord(words, static_cast<size_t>(n) * sizeof(*words), visit);
   };
+  each_line(seqs.data(), static_cast<int64_t>(seqs.size()));
   const int64_t width = layout.width;
   for (int64_t r = 0; r < layout.rows; ++r) {
     int64_t written = dirty[r];
     if (r < static_cast<int64_t>(seqs.size())) {
       const StepSequence& s = seqs[static_cast<size_t>(r)];
-      sum += s.token_ids[s.start_position];
+      visit(&s.token_ids[s.start_position]);
       const int64_t own = std::min<int64_t>(width, static_cast<int64_t>(s.block_table.size()));
-      read(s.block_table.data(), own);
+      each_line(s.block_table.data(), own);
       written = std::max(written, own);
     }
-    read(buffer + layout.block_tables + r * width, written);
+    each_line(buffer + layout.block_tables + r * width, written);
   }
   const int64_t tables_end = layout.block_tables + layout.rows * width;
-  read(buffer, layout.block_tables);
-  read(buffer + tables_end, layout.words - tables_end);
-  asm volatile("" : : "r"(sum));  // the loads are kept for their effect on the caches alone
+  each_line(buffer, layout.block_tables);
+  each_line(buffer + tables_end, layout.words - tables_end);
 }
 
 void CheckFits(const StepSequence& s, int64_t bs) {
@@ -170,7 +163,8 @@ DecodeLayout ForwardBatchBuilder::DecodeLayoutOf(const ForwardBatch& padded) con
 }
 
 void ForwardBatchBuilder::BuildDecodes(absl::Span<const StepSequence> seqs,
-                                       const DecodeLayout& layout) {
+                                       const DecodeLayout& layout,
+                                       std::vector<const void*>* next_step_words) {
   const int64_t bs = limits_.block_size;
   const int32_t rows = layout.rows, width = layout.width;
   const auto n = static_cast<int32_t>(seqs.size());
@@ -186,7 +180,21 @@ void ForwardBatchBuilder::BuildDecodes(absl::Span<const StepSequence> seqs,
     tables_layout_ = {layout.block_tables, rows, width};
     std::fill_n(dirty, rows, width);  // whatever another layout left there
   }
-  if (n >= kReadAheadRows) ReadDecodeLines(seqs, layout, Staged(0), dirty);
+  // A replay begins after the previous step's ops streamed the weights through every cache
+  // and TLB, so the lines the rows are made from and written to are in memory, likely on pages
+  // the TLB no longer maps. The row loop's stores to such lines stall the loads of the rows
+  // after them, so the misses came about one row at a time; loads that nothing waits on, one
+  // word of each line first, overlap them. Prefetch instructions here did not (the same
+  // measurement: no change), which fits their being dropped on a TLB miss. The same words are
+  // what the next step most likely reads: the replay reads them during its last op.
+  AppendLineWords(dirty, static_cast<size_t>(rows) * sizeof(int32_t), next_step_words);
+  const bool read_ahead = n >= kReadAheadRows;
+  uint32_t sum = 0;  // unsigned: it may wrap
+  ForEachDecodeWord(seqs, layout, Staged(0), dirty, [&](const void* word) {
+    if (read_ahead) sum += *static_cast<const uint8_t*>(word);
+    next_step_words->push_back(word);
+  });
+  asm volatile("" : : "r"(sum));  // the loads are kept for their effect on the caches alone
   for (int32_t i = 0; i < n; ++i) {
     const StepSequence& s = seqs[i];
     CheckFits(s, bs);

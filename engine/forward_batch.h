@@ -10,6 +10,7 @@
 #ifndef MLASERVE_ENGINE_FORWARD_BATCH_H_
 #define MLASERVE_ENGINE_FORWARD_BATCH_H_
 
+#include <cstddef>
 #include <cstdint>
 #include <tuple>
 #include <vector>
@@ -20,6 +21,27 @@
 #include "kernels/sampling_math.h"
 
 namespace mlaserve {
+
+// Calls visit(address) for one address on each 64-byte cache line of [data, data + bytes):
+// data itself, every 64th byte after it, and the last byte where that lies on a line of its
+// own. Nothing when bytes == 0.
+template <class Visit>
+void ForEachLineWord(const void* data, size_t bytes, Visit visit) {
+  constexpr uintptr_t kLineBytes = 64;
+  if (bytes == 0) return;
+  const auto* p = static_cast<const char*>(data);
+  size_t j = 0;
+  for (; j < bytes; j += kLineBytes) visit(static_cast<const void*>(p + j));
+  const auto line = [](const char* q) { return reinterpret_cast<uintptr_t>(q) / kLineBytes; };
+  const char* last = p + bytes - 1;
+  if (line(last) != line(p + j - kLineBytes)) visit(static_cast<const void*>(last));
+}
+
+// Appends ForEachLineWord's addresses of [data, data + bytes) to `words` (Graph::Replay's
+// next_step_words).
+inline void AppendLineWords(const void* data, size_t bytes, std::vector<const void*>* words) {
+  ForEachLineWord(data, bytes, [words](const void* word) { words->push_back(word); });
+}
 
 // One sequence's part of a step, as the scheduler decided it.
 struct StepSequence {
@@ -123,9 +145,13 @@ class ForwardBatchBuilder {
   // far less memory than Build, which matters between two replays: the step before has
   // streamed the weights through every cache. Of each block-table row it writes the sequence's
   // own entries and zeroes only those the row held past them before: the rows are
-  // ceil(max_model_len / block_size) entries wide. REQUIRES: only decodes, at most the
-  // bucket's rows of them, each within the limits.
-  void BuildDecodes(absl::Span<const StepSequence> seqs, const DecodeLayout& layout);
+  // ceil(max_model_len / block_size) entries wide. Appends to next_step_words the address of
+  // one word on each line of `seqs`, of the sequences' tokens and block tables and of the
+  // buffer that it read or wrote (what the next step most likely reads again:
+  // Graph::Replay). REQUIRES: only decodes, at most the bucket's rows of them, each within
+  // the limits.
+  void BuildDecodes(absl::Span<const StepSequence> seqs, const DecodeLayout& layout,
+                    std::vector<const void*>* next_step_words);
 
   const ForwardLimits& limits() const { return limits_; }
   // Bytes of the device metadata buffer.

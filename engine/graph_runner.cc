@@ -102,11 +102,18 @@ int32_t GraphRunner::BucketFor(int64_t n) const {
 }
 
 GraphRunner::DecodeStep GraphRunner::Prepare(absl::Span<const StepSequence> seqs,
-                                             int32_t bucket) {
+                                             int32_t bucket,
+                                             std::vector<const void*>* next_step_words) {
   MLASERVE_CHECK(bucket > 0 && bucket < static_cast<int32_t>(index_for_.size()));
   Captured& captured = graphs_[index_for_[bucket]];
   MLASERVE_CHECK(captured.bucket == bucket);
-  builder_->BuildDecodes(seqs, captured.layout);
+  AppendLineWords(this, sizeof(*this), next_step_words);
+  AppendLineWords(&index_for_[bucket], sizeof(int32_t), next_step_words);
+  AppendLineWords(&captured, sizeof(captured), next_step_words);
+  AppendLineWords(captured.graph.get(), 1, next_step_words);  // where Replay is looked up
+  AppendLineWords(rows_.data(), seqs.size() * sizeof(int32_t), next_step_words);
+  AppendLineWords(builder_, sizeof(*builder_), next_step_words);
+  builder_->BuildDecodes(seqs, captured.layout, next_step_words);
   ++captured.replays;
   return {captured.graph.get(), captured.logits,
           absl::MakeConstSpan(rows_.data(), seqs.size())};

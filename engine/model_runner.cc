@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
+#include <iterator>
 #include <string>
 #include <utility>
 
@@ -112,7 +113,8 @@ absl::Status ModelRunner::Execute(absl::Span<const StepSequence> seqs, StepLogit
   TensorView out;
   absl::Span<const int32_t> items;
   if (bucket > 0) {
-    const GraphRunner::DecodeStep step = graphs_.Prepare(seqs, bucket);
+    next_step_words_.clear();
+    const GraphRunner::DecodeStep step = graphs_.Prepare(seqs, bucket, &next_step_words_);
     graph = step.graph;
     out = step.logits;
     items = step.logit_items;
@@ -129,7 +131,15 @@ absl::Status ModelRunner::Execute(absl::Span<const StepSequence> seqs, StepLogit
   const void* host = backend_->HostAddress(out);
   logits->values = host != nullptr ? absl::MakeConstSpan(static_cast<const float*>(host), n)
                                    : absl::Span<const float>();
-  if (graph != nullptr) graph->Replay();
+  if (graph != nullptr) {
+    // What this function and its caller's step read, besides the planning's words.
+    const void* const objects[] = {this, &last_step_, &model_->config().vocab_size, backend_};
+    next_step_words_.insert(next_step_words_.end(), std::begin(objects), std::end(objects));
+    AppendLineWords(logits, sizeof(*logits), &next_step_words_);
+    AppendLineWords(logits->items.data(), logits->items.size() * sizeof(int32_t),
+                    &next_step_words_);
+    graph->Replay(next_step_words_);
+  }
   if (host == nullptr) {
     const bool samplable =
         std::all_of(logits->items.begin(), logits->items.end(),

@@ -110,6 +110,9 @@ class ModelRunner {
   DeviceBuffer draws_;
   std::vector<int32_t> draws_host_;  // staging on the host, reused across steps
   ForwardBatch batch_;  // the latest eager step's plan (a replay writes its bucket's layout)
+  // The words a replayed step read while it was planned, for its replay to read again during
+  // its last op (Graph::Replay); kept across steps for its capacity.
+  std::vector<const void*> next_step_words_;
   EagerStepCounts eager_steps_;
   StepKind last_step_;
 };

@@ -18,6 +18,7 @@
 #include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/types/span.h"
 #include "kernels/params.h"
 #include "kernels/tensor.h"
 
@@ -59,12 +60,18 @@ class DeviceBuffer {
   Deleter deleter_ = nullptr;
 };
 
-// A recorded sequence of ops bound to fixed buffers. Replay() re-runs them with whatever the
+// A recorded sequence of ops bound to fixed buffers. Replay re-runs them with whatever the
 // buffers hold at that moment; it performs no allocation and no shape logic.
 class Graph {
  public:
   virtual ~Graph() = default;
-  virtual void Replay() = 0;
+  // next_step_words: addresses of words the host reads after this replay and before the next
+  // step's ops (the next step's planning), most likely those the replayed step was planned
+  // from; one on each cache line is enough. A host graph reads them while its last op waits
+  // for the op's other threads: that op's weights have evicted them, and read after the
+  // replay they would come from memory one after another. A device graph ignores them.
+  // REQUIRES: each stays readable until Replay returns.
+  virtual void Replay(absl::Span<const void* const> next_step_words) = 0;
   // Bytes the graph itself owns, beyond the buffers its ops are bound to (an instantiated
   // CUDA graph's memory; on the host, the storage of the recorded op list).
   virtual uint64_t memory_bytes() const = 0;

@@ -61,6 +61,29 @@ TEST(CpuThreadPoolTest, PrefetchesForTheCallerWhoeverEndsFirst) {
   for (int t = 0; t < 3; ++t) EXPECT_EQ(calls[t].load(), kRuns) << t;
 }
 
+TEST(CpuThreadPoolTest, ReadsTheEndWordsOnceAfterTheCallersPart) {
+  // The words are still named while the caller runs its part, and none after the Run, whether
+  // the caller ran alone or beside workers; a Run with none named reads nothing.
+  CpuThreadPool pool(3);
+  std::vector<int32_t> data(256, 1);
+  std::vector<const void*> words;
+  for (size_t i = 0; i < data.size(); i += 16) words.push_back(&data[i]);
+  absl::Span<const void* const> end_reads;
+  pool.set_end_reads(&end_reads);
+  for (const int threads : {1, 2, 3, 3}) {
+    end_reads = words;
+    std::atomic<size_t> named_in_part{0};
+    auto body = [&](int t) {
+      if (t == 0) named_in_part = end_reads.size();
+    };
+    pool.Run(threads, body);
+    EXPECT_EQ(named_in_part.load(), words.size()) << threads;
+    EXPECT_TRUE(end_reads.empty()) << threads;
+    pool.Run(threads, body);
+    EXPECT_EQ(named_in_part.load(), 0u) << threads;
+  }
+}
+
 // The /proc/self/maps line holding `address`: its range and permissions ("r-xp" ...).
 struct Mapping {
   uintptr_t begin = 0, end = 0;

@@ -26,9 +26,11 @@ class SpyBackend final : public NoOpBackend {
     size_t next_lines;
     bool next_lines_name_backend;  // the backend object's line is among them
     bool next_lines_are_distinct_lines;  // line addresses, each once
+    std::vector<const void*> next_step_words;
   };
 
   using HostBackend::next_op_lines;
+  using HostBackend::next_step_words;
   std::string_view name() const override { return "spy"; }
   std::vector<Call> calls;
 
@@ -48,7 +50,9 @@ class SpyBackend final : public NoOpBackend {
     const auto own_line = reinterpret_cast<uintptr_t>(this) / 64 * 64;
     calls.push_back({op, *static_cast<const float*>(out.data()), lines.size(),
                      std::binary_search(addresses.begin(), addresses.end(), own_line),
-                     distinct_lines});
+                     distinct_lines,
+                     std::vector<const void*>(next_step_words()->begin(),
+                                              next_step_words()->end())});
   }
 };
 
@@ -80,7 +84,7 @@ TEST_F(HostReplayTest, ReplaysTheRecordedOpsInOrderOnTheirParams) {
     // The views point at fixed buffers: a replay sees what they hold then.
     a_ = 10.0f * static_cast<float>(replay);
     backend_.calls.clear();
-    graph->Replay();
+    graph->Replay({});
     ASSERT_EQ(backend_.calls.size(), 3u);
     EXPECT_EQ(backend_.calls[0].op, "Add");
     EXPECT_EQ(backend_.calls[0].out0, a_);
@@ -93,7 +97,7 @@ TEST_F(HostReplayTest, ReplaysTheRecordedOpsInOrderOnTheirParams) {
 
 TEST_F(HostReplayTest, PublishesTheNextOpsLinesWhileAnOpRuns) {
   std::unique_ptr<Graph> graph = RecordThree();
-  graph->Replay();
+  graph->Replay({});
   ASSERT_EQ(backend_.calls.size(), 3u);
   for (int i = 0; i < 3; ++i) {
     // The op's own code, the next op's (for the last op: the first op's) record, closure and
@@ -106,20 +110,40 @@ TEST_F(HostReplayTest, PublishesTheNextOpsLinesWhileAnOpRuns) {
   // The next replay publishes the same lines.
   const std::vector<SpyBackend::Call> first = backend_.calls;
   backend_.calls.clear();
-  graph->Replay();
+  graph->Replay({});
   ASSERT_EQ(backend_.calls.size(), 3u);
   for (int i = 0; i < 3; ++i) EXPECT_EQ(backend_.calls[i].next_lines, first[i].next_lines) << i;
 }
 
+TEST_F(HostReplayTest, PublishesTheNextStepsWordsDuringTheLastOpOnly) {
+  std::unique_ptr<Graph> graph = RecordThree();
+  const int32_t step[3] = {4, 5, 6};
+  const std::vector<const void*> words = {&step[0], &step[2]};
+  for (int replay = 0; replay < 2; ++replay) {
+    backend_.calls.clear();
+    graph->Replay(words);
+    ASSERT_EQ(backend_.calls.size(), 3u);
+    EXPECT_TRUE(backend_.calls[0].next_step_words.empty());
+    EXPECT_TRUE(backend_.calls[1].next_step_words.empty());
+    EXPECT_EQ(backend_.calls[2].next_step_words, words);
+    EXPECT_TRUE(backend_.next_step_words()->empty());  // nothing after the replay
+  }
+  backend_.calls.clear();
+  graph->Replay({});
+  ASSERT_EQ(backend_.calls.size(), 3u);
+  EXPECT_TRUE(backend_.calls[2].next_step_words.empty());
+}
+
 TEST_F(HostReplayTest, EagerOpsPublishNothing) {
   std::unique_ptr<Graph> graph = RecordThree();
-  graph->Replay();
+  graph->Replay({});
   backend_.calls.clear();
   backend_.Add({.out = View(&a_)});
   backend_.SiluMul({.out = View(&b_)});
   ASSERT_EQ(backend_.calls.size(), 2u);
   EXPECT_EQ(backend_.calls[0].next_lines, 0u);
   EXPECT_EQ(backend_.calls[1].next_lines, 0u);
+  EXPECT_TRUE(backend_.calls[1].next_step_words.empty());
 }
 
 TEST_F(HostReplayTest, TwoGraphsReplayIndependently) {
@@ -127,8 +151,8 @@ TEST_F(HostReplayTest, TwoGraphsReplayIndependently) {
   backend_.BeginCapture();
   backend_.SiluMul({.out = View(&c_)});
   std::unique_ptr<Graph> second = backend_.EndCapture();
-  second->Replay();
-  first->Replay();
+  second->Replay({});
+  first->Replay({});
   ASSERT_EQ(backend_.calls.size(), 4u);
   EXPECT_EQ(backend_.calls[0].op, "SiluMul");
   // A graph of one op: its next op is itself, in the next replay.
@@ -137,7 +161,7 @@ TEST_F(HostReplayTest, TwoGraphsReplayIndependently) {
   EXPECT_EQ(backend_.calls[1].op, "Add");
   EXPECT_GE(backend_.calls[1].next_lines, 4u);
   second.reset();
-  first->Replay();  // the first graph's records outlive the second's
+  first->Replay({});  // the first graph's records outlive the second's
   EXPECT_EQ(backend_.calls.size(), 7u);
 }
 

@@ -79,7 +79,7 @@ TEST_F(CudaBackendTest, ReplayMatchesEagerWithNewInputs) {
     step.ids.WriteInts(ids);
     step.slots.WriteInts(slots);
     step.cache.Write(std::vector<float>(step.cache.numel(), 0.0f));
-    graph->Replay();
+    graph->Replay({});
     const std::vector<float> replayed_act = step.act.Read(), replayed_cache = step.cache.Read();
     step.cache.Write(std::vector<float>(step.cache.numel(), 0.0f));
     step.Run(cuda());
