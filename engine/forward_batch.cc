@@ -90,33 +90,31 @@ void WritePaddingRows(int32_t row, int32_t end, int32_t* ids, int32_t* pos, int3
 // rows unchanged, a single row 0.5 us slower (nothing to overlap its misses with).
 constexpr int32_t kReadAheadRows = 8;
 
-// Calls visit(word) for one word of each line a replay's metadata is made from or written to:
-// the sequences' array, each row's new token and the block-table entries it copies, the
-// buffer's words outside the block tables, and in each table row the entries the step writes
-// (the first `dirty[r]` or the row's own ones, whichever are more; BuildDecodes).
-template <class Visit>
-void ForEachDecodeWord(absl::Span<const StepSequence> seqs, const DecodeLayout& layout,
-                       const int32_t* buffer, const int32_t* dirty, Visit visit) {
-  // One word of each line of [words, words + n).
-  auto each_line = [&visit](const auto* words, int64_t n) {
-    ForEachLineWord(words, static_cast<size_t>(n) * sizeof(*words), visit);
+// One byte of each line a replay's metadata is made from or written to, summed: the sequences'
+// array, each row's new token and the block-table entries it copies, the buffer's words
+// outside the block tables, and in each table row the entries the step writes (the first
+// `dirty[r]` or the row's own ones, whichever are more; BuildDecodes).
+uint32_t SumStepLines(absl::Span<const StepSequence> seqs, const DecodeLayout& layout,
+                      const int32_t* buffer, const int32_t* dirty) {
+  uint32_t sum = SumLines(seqs.data(), seqs.size() * sizeof(StepSequence));
+  auto words = [](const int32_t* p, int64_t n) {
+    return SumLines(p, static_cast<size_t>(n) * sizeof(int32_t));
   };
-  each_line(seqs.data(), static_cast<int64_t>(seqs.size()));
   const int64_t width = layout.width;
   for (int64_t r = 0; r < layout.rows; ++r) {
     int64_t written = dirty[r];
     if (r < static_cast<int64_t>(seqs.size())) {
       const StepSequence& s = seqs[static_cast<size_t>(r)];
-      visit(&s.token_ids[s.start_position]);
+      sum += s.token_ids[s.start_position];
       const int64_t own = std::min<int64_t>(width, static_cast<int64_t>(s.block_table.size()));
-      each_line(s.block_table.data(), own);
+      sum += words(s.block_table.data(), own);
       written = std::max(written, own);
     }
-    each_line(buffer + layout.block_tables + r * width, written);
+    sum += words(buffer + layout.block_tables + r * width, written);
   }
   const int64_t tables_end = layout.block_tables + layout.rows * width;
-  each_line(buffer, layout.block_tables);
-  each_line(buffer + tables_end, layout.words - tables_end);
+  sum += words(buffer, layout.block_tables);
+  return sum + words(buffer + tables_end, layout.words - tables_end);
 }
 
 void CheckFits(const StepSequence& s, int64_t bs) {
@@ -163,8 +161,7 @@ DecodeLayout ForwardBatchBuilder::DecodeLayoutOf(const ForwardBatch& padded) con
 }
 
 void ForwardBatchBuilder::BuildDecodes(absl::Span<const StepSequence> seqs,
-                                       const DecodeLayout& layout,
-                                       std::vector<const void*>* next_step_words) {
+                                       const DecodeLayout& layout) {
   const int64_t bs = limits_.block_size;
   const int32_t rows = layout.rows, width = layout.width;
   const auto n = static_cast<int32_t>(seqs.size());
@@ -181,20 +178,11 @@ void ForwardBatchBuilder::BuildDecodes(absl::Span<const StepSequence> seqs,
     std::fill_n(dirty, rows, width);  // whatever another layout left there
   }
   // A replay begins after the previous step's ops streamed the weights through every cache
-  // and TLB, so the lines the rows are made from and written to are in memory, likely on pages
-  // the TLB no longer maps. The row loop's stores to such lines stall the loads of the rows
-  // after them, so the misses came about one row at a time; loads that nothing waits on, one
-  // word of each line first, overlap them. Prefetch instructions here did not (the same
-  // measurement: no change), which fits their being dropped on a TLB miss. The same words are
-  // what the next step most likely reads: the replay reads them during its last op.
-  AppendLineWords(dirty, static_cast<size_t>(rows) * sizeof(int32_t), next_step_words);
-  const bool read_ahead = n >= kReadAheadRows;
-  uint32_t sum = 0;  // unsigned: it may wrap
-  ForEachDecodeWord(seqs, layout, Staged(0), dirty, [&](const void* word) {
-    if (read_ahead) sum += *static_cast<const uint8_t*>(word);
-    next_step_words->push_back(word);
-  });
-  asm volatile("" : : "r"(sum));  // the loads are kept for their effect on the caches alone
+  // and TLB, so these lines are in memory, likely on pages the TLB no longer maps. The row
+  // loop's stores to such lines stall the loads of the rows after them, so the misses came
+  // about one row at a time; loads that nothing waits on overlap them. Prefetch instructions
+  // did not (the same measurement: no change), which fits their being dropped on a TLB miss.
+  if (n >= kReadAheadRows) KeepLoads(SumStepLines(seqs, layout, Staged(0), dirty));
   for (int32_t i = 0; i < n; ++i) {
     const StepSequence& s = seqs[i];
     CheckFits(s, bs);
@@ -215,6 +203,14 @@ void ForwardBatchBuilder::BuildDecodes(absl::Span<const StepSequence> seqs,
                    layout.split_item_count);
   }
   CopyStaged(layout.words);
+}
+
+uint32_t ForwardBatchBuilder::SumDecodeLines(absl::Span<const StepSequence> seqs,
+                                             const DecodeLayout& layout) const {
+  const int32_t* buffer = host_buffer_ != nullptr ? host_buffer_ : staging_.data();
+  return SumLines(this, sizeof(*this)) +
+         SumLines(table_dirty_.data(), static_cast<size_t>(layout.rows) * sizeof(int32_t)) +
+         SumStepLines(seqs, layout, buffer, table_dirty_.data());
 }
 
 void ForwardBatchBuilder::Build(absl::Span<const StepSequence> seqs, ForwardBatch* fb,

@@ -22,26 +22,19 @@
 
 namespace mlaserve {
 
-// Calls visit(address) for one address on each 64-byte cache line of [data, data + bytes):
-// data itself, every 64th byte after it, and the last byte where that lies on a line of its
-// own. Nothing when bytes == 0.
-template <class Visit>
-void ForEachLineWord(const void* data, size_t bytes, Visit visit) {
-  constexpr uintptr_t kLineBytes = 64;
-  if (bytes == 0) return;
-  const auto* p = static_cast<const char*>(data);
-  size_t j = 0;
-  for (; j < bytes; j += kLineBytes) visit(static_cast<const void*>(p + j));
-  const auto line = [](const char* q) { return reinterpret_cast<uintptr_t>(q) / kLineBytes; };
-  const char* last = p + bytes - 1;
-  if (line(last) != line(p + j - kLineBytes)) visit(static_cast<const void*>(last));
+// One byte of each 64-byte cache line of [data, data + bytes), summed: loads that nothing waits
+// on, so that their misses overlap (KeepLoads keeps them).
+inline uint32_t SumLines(const void* data, size_t bytes) {
+  constexpr size_t kLineBytes = 64;
+  const auto* p = static_cast<const uint8_t*>(data);
+  uint32_t sum = 0;
+  for (size_t j = 0; j < bytes; j += kLineBytes) sum += p[j];
+  if (bytes > 0) sum += p[bytes - 1];  // a span that ends on a line of its own
+  return sum;
 }
 
-// Appends ForEachLineWord's addresses of [data, data + bytes) to `words` (Graph::Replay's
-// next_step_words).
-inline void AppendLineWords(const void* data, size_t bytes, std::vector<const void*>* words) {
-  ForEachLineWord(data, bytes, [words](const void* word) { words->push_back(word); });
-}
+// Keeps loads whose values are used nowhere else, for their effect on the caches alone.
+inline void KeepLoads(uint32_t sum) { asm volatile("" : : "r"(sum)); }
 
 // One sequence's part of a step, as the scheduler decided it.
 struct StepSequence {
@@ -145,13 +138,14 @@ class ForwardBatchBuilder {
   // far less memory than Build, which matters between two replays: the step before has
   // streamed the weights through every cache. Of each block-table row it writes the sequence's
   // own entries and zeroes only those the row held past them before: the rows are
-  // ceil(max_model_len / block_size) entries wide. Appends to next_step_words the address of
-  // one word on each line of `seqs`, of the sequences' tokens and block tables and of the
-  // buffer that it read or wrote (what the next step most likely reads again:
-  // Graph::Replay). REQUIRES: only decodes, at most the bucket's rows of them, each within
-  // the limits.
-  void BuildDecodes(absl::Span<const StepSequence> seqs, const DecodeLayout& layout,
-                    std::vector<const void*>* next_step_words);
+  // ceil(max_model_len / block_size) entries wide. REQUIRES: only decodes, at most the
+  // bucket's rows of them, each within the limits.
+  void BuildDecodes(absl::Span<const StepSequence> seqs, const DecodeLayout& layout);
+  // One byte of each line BuildDecodes(seqs, layout) reads or writes (the sequences' array,
+  // each one's newest token and block table, the buffer's lines it writes, its row state) and
+  // of this object, summed (KeepLoads): what the next step into the same layout most likely
+  // reads again, read during the previous replay's last op (Graph::Replay).
+  uint32_t SumDecodeLines(absl::Span<const StepSequence> seqs, const DecodeLayout& layout) const;
 
   const ForwardLimits& limits() const { return limits_; }
   // Bytes of the device metadata buffer.

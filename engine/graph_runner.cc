@@ -102,21 +102,24 @@ int32_t GraphRunner::BucketFor(int64_t n) const {
 }
 
 GraphRunner::DecodeStep GraphRunner::Prepare(absl::Span<const StepSequence> seqs,
-                                             int32_t bucket,
-                                             std::vector<const void*>* next_step_words) {
+                                             int32_t bucket) {
   MLASERVE_CHECK(bucket > 0 && bucket < static_cast<int32_t>(index_for_.size()));
   Captured& captured = graphs_[index_for_[bucket]];
   MLASERVE_CHECK(captured.bucket == bucket);
-  AppendLineWords(this, sizeof(*this), next_step_words);
-  AppendLineWords(&index_for_[bucket], sizeof(int32_t), next_step_words);
-  AppendLineWords(&captured, sizeof(captured), next_step_words);
-  AppendLineWords(captured.graph.get(), 1, next_step_words);  // where Replay is looked up
-  AppendLineWords(rows_.data(), seqs.size() * sizeof(int32_t), next_step_words);
-  AppendLineWords(builder_, sizeof(*builder_), next_step_words);
-  builder_->BuildDecodes(seqs, captured.layout, next_step_words);
+  builder_->BuildDecodes(seqs, captured.layout);
   ++captured.replays;
   return {captured.graph.get(), captured.logits,
           absl::MakeConstSpan(rows_.data(), seqs.size())};
+}
+
+uint32_t GraphRunner::SumPrepareLines(absl::Span<const StepSequence> seqs,
+                                      int32_t bucket) const {
+  const Captured& captured = graphs_[index_for_[bucket]];
+  return SumLines(this, sizeof(*this)) + SumLines(&index_for_[bucket], sizeof(int32_t)) +
+         SumLines(&captured, sizeof(captured)) +
+         SumLines(captured.graph.get(), 1) +  // where Replay is looked up
+         SumLines(rows_.data(), seqs.size() * sizeof(int32_t)) +
+         builder_->SumDecodeLines(seqs, captured.layout);
 }
 
 uint64_t GraphRunner::memory_bytes() const {

@@ -50,18 +50,18 @@ class GraphRunner {
 
   // A decode step planned for its bucket's graph.
   struct DecodeStep {
-    Graph* graph;                          // Replay runs the step
+    Graph* graph;                          // Replay() runs the step
     TensorView logits;                     // [bucket, vocab], filled by the replay
     absl::Span<const int32_t> logit_items;  // 0, 1, ..., seqs.size() - 1: row r is seqs[r]
   };
   // Writes the metadata of `seqs` (all decodes, at most bucket of them) for `bucket`'s graph
   // and counts a replay of it; the caller then runs the returned graph. The step is planned
   // before its ops run so that the caller can do its own bookkeeping then too: after them, the
-  // weights they streamed have evicted everything the host last read. Appends to
-  // next_step_words a word on each line it read or wrote (its own, the builder's:
-  // ForwardBatchBuilder::BuildDecodes), for the replay to read again during its last op.
-  DecodeStep Prepare(absl::Span<const StepSequence> seqs, int32_t bucket,
-                     std::vector<const void*>* next_step_words);
+  // weights they streamed have evicted everything the host last read.
+  DecodeStep Prepare(absl::Span<const StepSequence> seqs, int32_t bucket);
+  // One byte of each line Prepare(seqs, bucket) reads or writes, summed
+  // (ForwardBatchBuilder::SumDecodeLines): read during the replay's last op for the next step.
+  uint32_t SumPrepareLines(absl::Span<const StepSequence> seqs, int32_t bucket) const;
 
   // Captured buckets, ascending.
   std::vector<int32_t> buckets() const;

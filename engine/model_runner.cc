@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
-#include <iterator>
 #include <string>
 #include <utility>
 
@@ -113,8 +112,7 @@ absl::Status ModelRunner::Execute(absl::Span<const StepSequence> seqs, StepLogit
   TensorView out;
   absl::Span<const int32_t> items;
   if (bucket > 0) {
-    next_step_words_.clear();
-    const GraphRunner::DecodeStep step = graphs_.Prepare(seqs, bucket, &next_step_words_);
+    const GraphRunner::DecodeStep step = graphs_.Prepare(seqs, bucket);
     graph = step.graph;
     out = step.logits;
     items = step.logit_items;
@@ -132,13 +130,9 @@ absl::Status ModelRunner::Execute(absl::Span<const StepSequence> seqs, StepLogit
   logits->values = host != nullptr ? absl::MakeConstSpan(static_cast<const float*>(host), n)
                                    : absl::Span<const float>();
   if (graph != nullptr) {
-    // What this function and its caller's step read, besides the planning's words.
-    const void* const objects[] = {this, &last_step_, &model_->config().vocab_size, backend_};
-    next_step_words_.insert(next_step_words_.end(), std::begin(objects), std::end(objects));
-    AppendLineWords(logits, sizeof(*logits), &next_step_words_);
-    AppendLineWords(logits->items.data(), logits->items.size() * sizeof(int32_t),
-                    &next_step_words_);
-    graph->Replay(next_step_words_);
+    replaying_ = {.seqs = seqs, .bucket = bucket, .logits = logits};
+    graph->Replay({.read = &ModelRunner::ReadNextStep, .context = this});
+    replaying_ = {};
   }
   if (host == nullptr) {
     const bool samplable =
@@ -153,6 +147,20 @@ absl::Status ModelRunner::Execute(absl::Span<const StepSequence> seqs, StepLogit
     }
   }
   return backend_->Synchronize();
+}
+
+void ModelRunner::ReadNextStep(const void* runner) {
+  const auto& self = *static_cast<const ModelRunner*>(runner);
+  const Replaying& step = self.replaying_;
+  const auto& vocab_size = self.model_->config().vocab_size;
+  KeepLoads(SumLines(&self.model_, sizeof(self.model_)) +
+            SumLines(&self.backend_, sizeof(self.backend_)) +
+            SumLines(&self.last_step_, sizeof(self.last_step_)) +
+            SumLines(&vocab_size, sizeof(vocab_size)) +
+            SumLines(self.backend_, 1) +  // where HostAddress is looked up
+            SumLines(step.logits, sizeof(*step.logits)) +
+            SumLines(step.logits->items.data(), step.logits->items.size() * sizeof(int32_t)) +
+            self.graphs_.SumPrepareLines(step.seqs, step.bucket));
 }
 
 void ModelRunner::DrawOnDevice(absl::Span<const StepSequence> seqs, const TensorView& out,

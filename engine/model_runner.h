@@ -99,6 +99,9 @@ class ModelRunner {
   // Draws the rows of `out` on the device into `logits` (every row device_samplable).
   void DrawOnDevice(absl::Span<const StepSequence> seqs, const TensorView& out,
                     StepLogits* logits);
+  // The replay's NextStepReader (Graph::Replay): loads one byte of each line the step being
+  // replayed read while it was planned, which the next step most likely reads again.
+  static void ReadNextStep(const void* runner);
 
   std::unique_ptr<DeepseekModel> model_;
   Backend* backend_;
@@ -110,9 +113,13 @@ class ModelRunner {
   DeviceBuffer draws_;
   std::vector<int32_t> draws_host_;  // staging on the host, reused across steps
   ForwardBatch batch_;  // the latest eager step's plan (a replay writes its bucket's layout)
-  // The words a replayed step read while it was planned, for its replay to read again during
-  // its last op (Graph::Replay); kept across steps for its capacity.
-  std::vector<const void*> next_step_words_;
+  // The step being replayed, for ReadNextStep.
+  struct Replaying {
+    absl::Span<const StepSequence> seqs;
+    int32_t bucket = 0;
+    const StepLogits* logits = nullptr;
+  };
+  Replaying replaying_;
   EagerStepCounts eager_steps_;
   StepKind last_step_;
 };

@@ -18,7 +18,7 @@
 #include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "absl/types/span.h"
+#include "kernels/next_step_reader.h"
 #include "kernels/params.h"
 #include "kernels/tensor.h"
 
@@ -65,13 +65,13 @@ class DeviceBuffer {
 class Graph {
  public:
   virtual ~Graph() = default;
-  // next_step_words: addresses of words the host reads after this replay and before the next
-  // step's ops (the next step's planning), most likely those the replayed step was planned
-  // from; one on each cache line is enough. A host graph reads them while its last op waits
-  // for the op's other threads: that op's weights have evicted them, and read after the
-  // replay they would come from memory one after another. A device graph ignores them.
-  // REQUIRES: each stays readable until Replay returns.
-  virtual void Replay(absl::Span<const void* const> next_step_words) = 0;
+  // next_step: reads what the host reads after this replay and before the next step's ops
+  // (the next step's planning: most likely the lines this step's planning read). A host graph
+  // calls it once, in its last op, when the calling thread's part of that op has ended and
+  // other threads may still work: that op's weights have evicted those lines, and read after
+  // the replay, one needed after another, each would come from memory in turn. A device graph
+  // ignores it. REQUIRES: next_step.read may be called until Replay returns.
+  virtual void Replay(const NextStepReader& next_step) = 0;
   // Bytes the graph itself owns, beyond the buffers its ops are bound to (an instantiated
   // CUDA graph's memory; on the host, the storage of the recorded op list).
   virtual uint64_t memory_bytes() const = 0;

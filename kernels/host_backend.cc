@@ -21,12 +21,11 @@ namespace {
 class RecordedGraph : public Graph {
  public:
   // backend_lines: addresses in the backend object every dispatch reads. next_op_lines and
-  // next_step_words: where the backend looks for the published lines and words
-  // (HostBackend::next_op_lines, HostBackend::next_step_words).
+  // next_step: where the backend looks for the published lines and reader
+  // (HostBackend::next_op_lines, HostBackend::next_step_reader).
   RecordedGraph(std::vector<RecordedOp> ops, absl::Span<const void* const> backend_lines,
-                absl::Span<const void* const>* next_op_lines,
-                absl::Span<const void* const>* next_step_words)
-      : ops_(std::move(ops)), next_op_lines_(next_op_lines), next_step_words_(next_step_words) {
+                absl::Span<const void* const>* next_op_lines, NextStepReader* next_step)
+      : ops_(std::move(ops)), next_op_lines_(next_op_lines), next_step_(next_step) {
     ops_.shrink_to_fit();  // before the lines take the records' addresses
     const size_t n = ops_.size();
     // Room for every line an op can name wherever its objects lie, so that memory_bytes()
@@ -56,17 +55,17 @@ class RecordedGraph : public Graph {
     for (const RecordedOp& op : ops_) memory_bytes_ += op.closure_bytes;
   }
 
-  void Replay(absl::Span<const void* const> next_step_words) override {
+  void Replay(const NextStepReader& next_step) override {
     // Locals, not members: after an op that streamed the weights this object is not cached.
     absl::Span<const void* const>* const next_op_lines = next_op_lines_;
-    absl::Span<const void* const>* const step_words = next_step_words_;
+    NextStepReader* const reader = next_step_;
     for (const RecordedOp *op = ops_.data(), *end = op + ops_.size(); op != end; ++op) {
       *next_op_lines = op->next_lines;
-      if (op + 1 == end) *step_words = next_step_words;
+      if (op + 1 == end) *reader = next_step;
       op->run(op->closure.get());
     }
     *next_op_lines = {};
-    *step_words = {};
+    *reader = {};
   }
   uint64_t memory_bytes() const override { return memory_bytes_; }
 
@@ -114,7 +113,7 @@ class RecordedGraph : public Graph {
   std::vector<RecordedOp> ops_;
   std::vector<const void*> lines_;  // every op's lines, op after op
   absl::Span<const void* const>* next_op_lines_;
-  absl::Span<const void* const>* next_step_words_;
+  NextStepReader* next_step_;
   uint64_t memory_bytes_ = 0;
 };
 
@@ -184,7 +183,7 @@ std::unique_ptr<Graph> HostBackend::EndCapture() {
   MLASERVE_CHECK(recording_ != nullptr);
   const void* const backend_lines[] = {this, &profile_, &next_op_lines_};
   auto graph = std::make_unique<RecordedGraph>(std::move(*recording_), backend_lines,
-                                               &next_op_lines_, &next_step_words_);
+                                               &next_op_lines_, &next_step_reader_);
   recording_.reset();
   return graph;
 }

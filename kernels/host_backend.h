@@ -9,8 +9,8 @@
 // the first op's dispatch, for the next replay. An op that streamed gigabytes of weights
 // leaves none of them cached, and reading them one after another from memory is most of the
 // host time between two ops. A subclass whose ops end waiting on other threads (CpuBackend)
-// prefetches them while it waits (next_op_lines), and during the last op reads the words the
-// caller names for the next step's planning (Graph::Replay, next_step_words).
+// prefetches them while it waits (next_op_lines), and during the last op runs the caller's
+// reader of what the next step's planning reads (Graph::Replay, next_step_reader).
 #ifndef MLASERVE_KERNELS_HOST_BACKEND_H_
 #define MLASERVE_KERNELS_HOST_BACKEND_H_
 
@@ -111,11 +111,10 @@ class HostBackend : public Backend {
   // (for the last op: to the first op's start in the next replay); empty otherwise (eager
   // ops, after a replay). The address is fixed for the backend's life.
   const absl::Span<const void* const>* next_op_lines() const { return &next_op_lines_; }
-  // During a replay's last op, the words the host reads next (Graph::Replay's
-  // next_step_words); empty otherwise. A subclass whose last op ends waiting on other threads
-  // (CpuBackend) reads them then and empties the span. The address is fixed for the backend's
-  // life.
-  absl::Span<const void* const>* next_step_words() { return &next_step_words_; }
+  // During a replay's last op, Graph::Replay's next_step reader; empty otherwise. A subclass
+  // whose last op ends waiting on other threads (CpuBackend) calls it then and empties it. The
+  // address is fixed for the backend's life.
+  NextStepReader* next_step_reader() { return &next_step_reader_; }
 
  private:
   template <class Closure>
@@ -159,7 +158,7 @@ class HostBackend : public Backend {
   std::unique_ptr<OpProfile> profile_ = OpProfile::FromEnvironment();
   // Beside profile_, which the next op's dispatch reads too: one line for both.
   absl::Span<const void* const> next_op_lines_;
-  absl::Span<const void* const> next_step_words_;
+  NextStepReader next_step_reader_;
 };
 
 }  // namespace mlaserve

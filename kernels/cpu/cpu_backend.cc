@@ -65,7 +65,7 @@ CpuBackend::CpuBackend(const CpuKernels& kernels, int num_threads, bool batch_in
                                               std::string(CpuIsaName(kernels.isa)) + " build"}) {
   ctx_.set_decode_tile_min_bytes(decode_tiles_.min_bytes_per_thread);
   pool_->set_wait_prefetch(next_op_lines());
-  pool_->set_end_reads(next_step_words());
+  pool_->set_end_reader(next_step_reader());
   TuneStreaming(ctx_);
 }
 

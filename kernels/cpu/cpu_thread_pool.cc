@@ -60,7 +60,7 @@ void CpuThreadPool::RunJob(int threads, Job job, void* fn) {
       for (const void* line : *wait_prefetch_) __builtin_prefetch(line);
     }
     job(fn, 0);
-    ReadEndWords();
+    CallEndReader();
     return;
   }
   job_ = job;
@@ -83,7 +83,7 @@ void CpuThreadPool::RunJob(int threads, Job job, void* fn) {
   // Also when every worker has ended: the lines are requested together here, where the dispatch
   // after the Run would miss on them one after another (each names the next).
   PrefetchForCaller();
-  ReadEndWords();
+  CallEndReader();
   for (uint32_t left = pending_.load(std::memory_order_acquire); left != 0;
        left = pending_.load(std::memory_order_acquire)) {
     WaitWhileEquals(pending_, left);
@@ -134,13 +134,11 @@ __attribute__((no_sanitize("address", "thread"))) void CpuThreadPool::PrefetchRe
   }
 }
 
-void CpuThreadPool::ReadEndWords() {
-  if (end_reads_ == nullptr || end_reads_->empty()) return;
-  // Independent loads, so that their misses overlap; the sum keeps them.
-  uint32_t sum = 0;
-  for (const void* word : *end_reads_) sum += *static_cast<const uint8_t*>(word);
-  asm volatile("" : : "r"(sum));
-  *end_reads_ = {};
+void CpuThreadPool::CallEndReader() {
+  if (end_reader_ == nullptr || end_reader_->read == nullptr) return;
+  const NextStepReader reader = *end_reader_;
+  *end_reader_ = {};
+  reader.read(reader.context);
 }
 
 void CpuThreadPool::Barrier() {

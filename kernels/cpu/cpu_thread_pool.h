@@ -20,6 +20,7 @@
 
 #include "absl/types/span.h"
 #include "kernels/code_segment.h"
+#include "kernels/next_step_reader.h"
 
 namespace mlaserve {
 
@@ -58,13 +59,14 @@ class CpuThreadPool {
   // stay mapped until the Run returns. nullptr: only the frames and their code.
   void set_wait_prefetch(const absl::Span<const void* const>* lines) { wait_prefetch_ = lines; }
 
-  // Words the caller reads, one load each, once its part of a Run has ended and the lines above
-  // are requested, for what it does after the Run (the next step's planning, after a replay's
-  // last op: HostBackend::next_step_words). Loads, not prefetches: those lie on pages whose
-  // translations the op's weights have evicted too, where a prefetch may be dropped. The span
-  // is emptied once read, so a later Run reads nothing until it is set again; the words must
-  // stay readable until then. nullptr: none.
-  void set_end_reads(absl::Span<const void* const>* words) { end_reads_ = words; }
+  // A reader the caller calls once its part of a Run has ended and the lines above are
+  // requested, for what it reads after the Run (the next step's planning, after a replay's
+  // last op: HostBackend::next_step_reader); the other threads may still work meanwhile. The
+  // reader loads rather than prefetches: prefetches there saved less (docs/performance.md,
+  // "Decode graphs: eager vs replay"), as fits their being dropped where a page's translation
+  // is missing, which the op's weights have evicted too. The pool empties *reader before it
+  // calls it, so a later Run calls nothing until it is set again. nullptr: none.
+  void set_end_reader(NextStepReader* reader) { end_reader_ = reader; }
 
   // How long a waiting thread spins before it sleeps.
   static constexpr int64_t kSpinNanos = 50'000;
@@ -80,15 +82,15 @@ class CpuThreadPool {
   // Prefetches two lines at each word of [frame, frame + bytes) that points into code_: a
   // return address, or a function pointer (one useless prefetch).
   void PrefetchReturnCode(const char* frame, int bytes) const;
-  // Reads *end_reads_, if any, and empties it.
-  void ReadEndWords();
+  // Calls *end_reader_, if set, and empties it.
+  void CallEndReader();
   // Returns once value != old, spinning for up to kSpinNanos first.
   static void WaitWhileEquals(const std::atomic<uint32_t>& value, uint32_t old);
 
   std::vector<std::thread> workers_;
   const AddressRange code_;  // ExecutableSegmentOf this pool's code
   const absl::Span<const void* const>* wait_prefetch_ = nullptr;
-  absl::Span<const void* const>* end_reads_ = nullptr;
+  NextStepReader* end_reader_ = nullptr;
   // Written by Run before it bumps generation_ (release) and read by the workers it activates
   // after (acquire); not written again until those workers are done.
   Job job_ = nullptr;

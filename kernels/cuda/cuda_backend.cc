@@ -33,7 +33,7 @@ class CudaBackend::CudaGraph final : public Graph {
   ~CudaGraph() override {
     if (exec_ != nullptr) cudaGraphExecDestroy(exec_);
   }
-  void Replay(absl::Span<const void* const> /*next_step_words*/) override {
+  void Replay(const NextStepReader& /*next_step*/) override {
     if (exec_ == nullptr) {
       backend_->RecordStatus(
           absl::FailedPreconditionError("Replay: the graph's capture failed"));

@@ -4,11 +4,8 @@
 // a backend whose memory the host writes in place and on one it copies staged words to.
 #include "engine/forward_batch.h"
 
-#include <algorithm>
 #include <cstdint>
 #include <numeric>
-#include <set>
-#include <utility>
 #include <random>
 #include <vector>
 
@@ -80,8 +77,7 @@ void ExpectBuildDecodesWritesWhatBuildWrites(Backend* backend) {
             const Decodes step(count, &rng);
             ForwardBatch expected;
             planner->Build(step.seqs, &expected, bucket);
-            std::vector<const void*> next_step_words;
-            replayer->BuildDecodes(step.seqs, layout, &next_step_words);
+            replayer->BuildDecodes(step.seqs, layout);
             EXPECT_EQ(expected.metadata_words, layout.words);
             EXPECT_EQ(Words(expected), Words(padded));
             // BuildDecodes' logit rows: row r is seqs[r] (GraphRunner::Prepare relies on it).
@@ -103,75 +99,6 @@ TEST(ForwardBatchTest, BuildDecodesWritesWhatBuildWritesInPlace) {
 TEST(ForwardBatchTest, BuildDecodesWritesWhatBuildWritesStaged) {
   StagingBackend backend;
   ExpectBuildDecodesWritesWhatBuildWrites(&backend);
-}
-
-// The cache lines of [p, p + bytes).
-std::vector<uintptr_t> LinesOf(const void* p, size_t bytes) {
-  std::vector<uintptr_t> lines;
-  const auto begin = reinterpret_cast<uintptr_t>(p);
-  for (uintptr_t line = begin / 64; bytes > 0 && line <= (begin + bytes - 1) / 64; ++line) {
-    lines.push_back(line);
-  }
-  return lines;
-}
-
-// BuildDecodes names a word on every line a replayed step reads or writes (the sequences'
-// array, each one's new token and block table, the metadata buffer's words outside the tables
-// and each table row's entries it wrote), for the replay to read again during its last op; and
-// every word it names lies in those or in the builder's own per-row state, so that reading it
-// is safe while the step's sequences live.
-TEST(ForwardBatchTest, BuildDecodesNamesTheLinesItReadsAndWrites) {
-  std::mt19937 rng(29);
-  CopyOnlyBackend backend;
-  auto builder = ForwardBatchBuilder::Create(Limits(4, MlaSplitRule::kBalanced), &backend);
-  ASSERT_TRUE(builder.ok());
-  for (const int32_t bucket : {1, 4, 8}) {
-    ForwardBatch padded;
-    builder->Build({}, &padded, bucket);
-    const DecodeLayout layout = builder->DecodeLayoutOf(padded);
-    const auto* buffer = static_cast<const int32_t*>(padded.input_ids.data());
-    for (int32_t count = 0; count <= bucket; ++count) {
-      SCOPED_TRACE(testing::Message() << "bucket " << bucket << " decodes " << count);
-      const Decodes step(count, &rng);
-      std::vector<const void*> words;
-      builder->BuildDecodes(step.seqs, layout, &words);
-      std::set<uintptr_t> named;
-      for (const void* word : words) named.insert(reinterpret_cast<uintptr_t>(word) / 64);
-      // Where the step's words lie: [begin, end) byte ranges.
-      std::vector<std::pair<uintptr_t, uintptr_t>> ranges;
-      auto expect_named = [&](const void* p, size_t bytes) {
-        ranges.emplace_back(reinterpret_cast<uintptr_t>(p), reinterpret_cast<uintptr_t>(p) + bytes);
-        for (const uintptr_t line : LinesOf(p, bytes)) EXPECT_TRUE(named.count(line)) << line;
-      };
-      expect_named(step.seqs.data(), step.seqs.size() * sizeof(StepSequence));
-      for (const StepSequence& s : step.seqs) {
-        expect_named(&s.token_ids[s.start_position], sizeof(int32_t));
-        expect_named(s.block_table.data(), s.block_table.size() * sizeof(int32_t));
-      }
-      expect_named(buffer, layout.block_tables * sizeof(int32_t));
-      const int32_t tables_end = layout.block_tables + layout.rows * layout.width;
-      expect_named(buffer + tables_end, (layout.words - tables_end) * sizeof(int32_t));
-      for (int32_t r = 0; r < count; ++r) {
-        expect_named(buffer + layout.block_tables + r * layout.width,
-                     step.seqs[r].block_table.size() * sizeof(int32_t));
-      }
-      ranges.emplace_back(reinterpret_cast<uintptr_t>(buffer),
-                          reinterpret_cast<uintptr_t>(buffer + layout.words));
-      // Anything else is the builder's per-row state: one span of at most a word a row.
-      uintptr_t lowest = UINTPTR_MAX, highest = 0;
-      for (const void* word : words) {
-        const auto a = reinterpret_cast<uintptr_t>(word);
-        if (std::any_of(ranges.begin(), ranges.end(),
-                        [a](const auto& r) { return a >= r.first && a < r.second; })) {
-          continue;
-        }
-        lowest = std::min(lowest, a);
-        highest = std::max(highest, a);
-      }
-      EXPECT_TRUE(lowest == UINTPTR_MAX || highest - lowest < sizeof(int32_t) * 8)
-          << highest - lowest;
-    }
-  }
 }
 
 // A replay's block-table rows hold only what changed since the last step into the same bucket
@@ -205,8 +132,7 @@ void ExpectInterleavedStepsWriteWhatBuildWrites(Backend* backend) {
     const Decodes decodes(static_cast<int32_t>(rng() % (buckets[b] + 1)), &rng);
     ForwardBatch expected;
     planner->Build(decodes.seqs, &expected, buckets[b]);
-    std::vector<const void*> next_step_words;
-    replayer->BuildDecodes(decodes.seqs, layouts[b], &next_step_words);
+    replayer->BuildDecodes(decodes.seqs, layouts[b]);
     EXPECT_EQ(Words(expected), Words(padded[b])) << "bucket " << buckets[b];
   }
 }

@@ -61,26 +61,29 @@ TEST(CpuThreadPoolTest, PrefetchesForTheCallerWhoeverEndsFirst) {
   for (int t = 0; t < 3; ++t) EXPECT_EQ(calls[t].load(), kRuns) << t;
 }
 
-TEST(CpuThreadPoolTest, ReadsTheEndWordsOnceAfterTheCallersPart) {
-  // The words are still named while the caller runs its part, and none after the Run, whether
-  // the caller ran alone or beside workers; a Run with none named reads nothing.
+TEST(CpuThreadPoolTest, CallsTheEndReaderOnceAfterTheCallersPart) {
+  // The reader is still unread while the caller runs its part, is called once, and is cleared
+  // by then, whether the caller ran alone or beside workers; a Run with none set calls nothing.
   CpuThreadPool pool(3);
-  std::vector<int32_t> data(256, 1);
-  std::vector<const void*> words;
-  for (size_t i = 0; i < data.size(); i += 16) words.push_back(&data[i]);
-  absl::Span<const void* const> end_reads;
-  pool.set_end_reads(&end_reads);
+  std::atomic<int> calls{0};
+  NextStepReader end_reader;
+  pool.set_end_reader(&end_reader);
   for (const int threads : {1, 2, 3, 3}) {
-    end_reads = words;
-    std::atomic<size_t> named_in_part{0};
+    calls = 0;
+    end_reader = {.read = [](const void* c) {
+                    static_cast<std::atomic<int>*>(const_cast<void*>(c))->fetch_add(1);
+                  },
+                  .context = &calls};
+    std::atomic<int> calls_in_part{-1};
     auto body = [&](int t) {
-      if (t == 0) named_in_part = end_reads.size();
+      if (t == 0) calls_in_part = calls.load();
     };
     pool.Run(threads, body);
-    EXPECT_EQ(named_in_part.load(), words.size()) << threads;
-    EXPECT_TRUE(end_reads.empty()) << threads;
+    EXPECT_EQ(calls_in_part.load(), 0) << threads;
+    EXPECT_EQ(calls.load(), 1) << threads;
+    EXPECT_EQ(end_reader.read, nullptr) << threads;
     pool.Run(threads, body);
-    EXPECT_EQ(named_in_part.load(), 0u) << threads;
+    EXPECT_EQ(calls.load(), 1) << threads;
   }
 }
 

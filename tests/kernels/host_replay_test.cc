@@ -26,11 +26,11 @@ class SpyBackend final : public NoOpBackend {
     size_t next_lines;
     bool next_lines_name_backend;  // the backend object's line is among them
     bool next_lines_are_distinct_lines;  // line addresses, each once
-    std::vector<const void*> next_step_words;
+    NextStepReader next_step;
   };
 
   using HostBackend::next_op_lines;
-  using HostBackend::next_step_words;
+  using HostBackend::next_step_reader;
   std::string_view name() const override { return "spy"; }
   std::vector<Call> calls;
 
@@ -50,9 +50,7 @@ class SpyBackend final : public NoOpBackend {
     const auto own_line = reinterpret_cast<uintptr_t>(this) / 64 * 64;
     calls.push_back({op, *static_cast<const float*>(out.data()), lines.size(),
                      std::binary_search(addresses.begin(), addresses.end(), own_line),
-                     distinct_lines,
-                     std::vector<const void*>(next_step_words()->begin(),
-                                              next_step_words()->end())});
+                     distinct_lines, *next_step_reader()});
   }
 };
 
@@ -115,23 +113,24 @@ TEST_F(HostReplayTest, PublishesTheNextOpsLinesWhileAnOpRuns) {
   for (int i = 0; i < 3; ++i) EXPECT_EQ(backend_.calls[i].next_lines, first[i].next_lines) << i;
 }
 
-TEST_F(HostReplayTest, PublishesTheNextStepsWordsDuringTheLastOpOnly) {
+TEST_F(HostReplayTest, PublishesTheNextStepsReaderDuringTheLastOpOnly) {
   std::unique_ptr<Graph> graph = RecordThree();
-  const int32_t step[3] = {4, 5, 6};
-  const std::vector<const void*> words = {&step[0], &step[2]};
+  int context = 0;
+  const NextStepReader reader{.read = [](const void*) {}, .context = &context};
   for (int replay = 0; replay < 2; ++replay) {
     backend_.calls.clear();
-    graph->Replay(words);
+    graph->Replay(reader);
     ASSERT_EQ(backend_.calls.size(), 3u);
-    EXPECT_TRUE(backend_.calls[0].next_step_words.empty());
-    EXPECT_TRUE(backend_.calls[1].next_step_words.empty());
-    EXPECT_EQ(backend_.calls[2].next_step_words, words);
-    EXPECT_TRUE(backend_.next_step_words()->empty());  // nothing after the replay
+    EXPECT_EQ(backend_.calls[0].next_step.read, nullptr);
+    EXPECT_EQ(backend_.calls[1].next_step.read, nullptr);
+    EXPECT_EQ(backend_.calls[2].next_step.read, reader.read);
+    EXPECT_EQ(backend_.calls[2].next_step.context, &context);
+    EXPECT_EQ(backend_.next_step_reader()->read, nullptr);  // nothing after the replay
   }
   backend_.calls.clear();
   graph->Replay({});
   ASSERT_EQ(backend_.calls.size(), 3u);
-  EXPECT_TRUE(backend_.calls[2].next_step_words.empty());
+  EXPECT_EQ(backend_.calls[2].next_step.read, nullptr);
 }
 
 TEST_F(HostReplayTest, EagerOpsPublishNothing) {
@@ -143,7 +142,7 @@ TEST_F(HostReplayTest, EagerOpsPublishNothing) {
   ASSERT_EQ(backend_.calls.size(), 2u);
   EXPECT_EQ(backend_.calls[0].next_lines, 0u);
   EXPECT_EQ(backend_.calls[1].next_lines, 0u);
-  EXPECT_TRUE(backend_.calls[1].next_step_words.empty());
+  EXPECT_EQ(backend_.calls[1].next_step.read, nullptr);
 }
 
 TEST_F(HostReplayTest, TwoGraphsReplayIndependently) {

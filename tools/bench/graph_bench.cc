@@ -18,9 +18,12 @@
 // - alone: the same steps once the timed rounds are over, on a backend whose op bodies do
 //   nothing (same model, same graphs): the step is then nothing but its overhead.
 //
+// With --read_logits every logit of a step is read (each row's largest found) before the next
+// step's timer starts, as the engine's sampler reads them between two steps of the daemon.
+//
 //   mlaserve-graph-bench --model=/tmp/bench/lite-slice-4 [--batches=1,8,64] [--context=512]
 //       [--rounds=5] [--steps=10] [--threads=0] [--deterministic] [--dtype=float32]
-//       [--kv_cache_dtype=auto]
+//       [--kv_cache_dtype=auto] [--read_logits]
 
 #include <algorithm>
 #include <chrono>
@@ -53,6 +56,9 @@ ABSL_FLAG(bool, deterministic, false,
 ABSL_FLAG(std::string, dtype, "float32", "activation dtype, as the daemon's --dtype: float32 or bfloat16");
 ABSL_FLAG(std::string, kv_cache_dtype, "auto",
           "latent KV cache dtype, as the daemon's --kv_cache_dtype: auto, float32 or bfloat16");
+ABSL_FLAG(bool, read_logits, false,
+          "read every logit of a step before the next one starts, untimed, as the engine's "
+          "sampler does between two steps (by default steps run back to back)");
 
 namespace mlaserve {
 namespace {
@@ -93,13 +99,25 @@ absl::StatusOr<std::unique_ptr<ModelRunner>> Load(Backend* backend, const ModelO
 }
 
 // Runs `steps` timed steps (after one untimed) and appends their samples.
+// Each row's largest logit, as a greedy sampler finds it: every value is read once.
+void ReadLogits(const StepLogits& logits) {
+  const auto vocab = static_cast<size_t>(logits.vocab_size);
+  float sum = 0.0f;
+  for (size_t row = 0; row + vocab <= logits.values.size(); row += vocab) {
+    sum += *std::max_element(logits.values.begin() + row, logits.values.begin() + row + vocab);
+  }
+  asm volatile("" : : "x"(sum));  // the reads are kept for their effect on the caches alone
+}
+
 void Measure(ModelRunner& runner, const HostBackend& backend, const DecodeStep& step, int steps,
              Samples* out) {
   StepLogits logits;
   if (!runner.Execute(step.seqs, &logits).ok()) std::abort();
   // The step is timed by the profile's own clock, so the op time is subtracted in one unit.
   const OpProfile& profile = *backend.profile();
+  const bool read_logits = absl::GetFlag(FLAGS_read_logits);
   for (int i = 0; i < steps; ++i) {
+    if (read_logits) ReadLogits(logits);
     const int64_t ops_before = profile.total_ticks();
     const int64_t start = profile.Now();
     if (!runner.Execute(step.seqs, &logits).ok()) std::abort();
