@@ -90,13 +90,13 @@ void WritePaddingRows(int32_t row, int32_t end, int32_t* ids, int32_t* pos, int3
 // rows unchanged, a single row 0.5 us slower (nothing to overlap its misses with).
 constexpr int32_t kReadAheadRows = 8;
 
-// One byte of each line a replay's metadata is made from or written to, summed: the sequences'
-// array, each row's new token and the block-table entries it copies, the buffer's words
-// outside the block tables, and in each table row the entries the step writes (the first
-// `dirty[r]` or the row's own ones, whichever are more; BuildDecodes).
+// One byte of each line a replay's rows are made from or written to, summed: each row's new
+// token and the block-table entries it copies, the buffer's words outside the block tables, and
+// in each table row the entries the step writes (the first `dirty[r]` or the row's own ones,
+// whichever are more; BuildDecodes).
 uint32_t SumStepLines(absl::Span<const StepSequence> seqs, const DecodeLayout& layout,
                       const int32_t* buffer, const int32_t* dirty) {
-  uint32_t sum = SumLines(seqs.data(), seqs.size() * sizeof(StepSequence));
+  uint32_t sum = 0;
   auto words = [](const int32_t* p, int64_t n) {
     return SumLines(p, static_cast<size_t>(n) * sizeof(int32_t));
   };
@@ -208,8 +208,11 @@ void ForwardBatchBuilder::BuildDecodes(absl::Span<const StepSequence> seqs,
 uint32_t ForwardBatchBuilder::SumDecodeLines(absl::Span<const StepSequence> seqs,
                                              const DecodeLayout& layout) const {
   const int32_t* buffer = host_buffer_ != nullptr ? host_buffer_ : staging_.data();
+  // The sequences' array too, which BuildDecodes' read-ahead leaves out: its caller has just
+  // read it then.
   return SumLines(this, sizeof(*this)) +
          SumLines(table_dirty_.data(), static_cast<size_t>(layout.rows) * sizeof(int32_t)) +
+         SumLines(seqs.data(), seqs.size() * sizeof(StepSequence)) +
          SumStepLines(seqs, layout, buffer, table_dirty_.data());
 }
 

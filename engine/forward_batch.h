@@ -23,7 +23,10 @@
 namespace mlaserve {
 
 // One byte of each 64-byte cache line of [data, data + bytes), summed: loads that nothing waits
-// on, so that their misses overlap (KeepLoads keeps them).
+// on, so that their misses overlap (KeepLoads keeps them). Loads rather than prefetches: lines
+// that weights streamed out lie on pages whose translations went with them, where prefetches
+// saved less (docs/performance.md, "Decode graphs: eager vs replay"), as fits their being
+// dropped on a TLB miss.
 inline uint32_t SumLines(const void* data, size_t bytes) {
   constexpr size_t kLineBytes = 64;
   const auto* p = static_cast<const uint8_t*>(data);

@@ -62,10 +62,8 @@ class CpuThreadPool {
   // A reader the caller calls once its part of a Run has ended and the lines above are
   // requested, for what it reads after the Run (the next step's planning, after a replay's
   // last op: HostBackend::next_step_reader); the other threads may still work meanwhile. The
-  // reader loads rather than prefetches: prefetches there saved less (docs/performance.md,
-  // "Decode graphs: eager vs replay"), as fits their being dropped where a page's translation
-  // is missing, which the op's weights have evicted too. The pool empties *reader before it
-  // calls it, so a later Run calls nothing until it is set again. nullptr: none.
+  // pool empties *reader before it calls it, so a later Run calls nothing until it is set
+  // again. nullptr: none.
   void set_end_reader(NextStepReader* reader) { end_reader_ = reader; }
 
   // How long a waiting thread spins before it sleeps.

@@ -98,7 +98,6 @@ absl::StatusOr<std::unique_ptr<ModelRunner>> Load(Backend* backend, const ModelO
   return ModelRunner::Create(std::move(*model), backend, buckets);
 }
 
-// Runs `steps` timed steps (after one untimed) and appends their samples.
 // Each row's largest logit, as a greedy sampler finds it: every value is read once.
 void ReadLogits(const StepLogits& logits) {
   const auto vocab = static_cast<size_t>(logits.vocab_size);
@@ -109,6 +108,7 @@ void ReadLogits(const StepLogits& logits) {
   asm volatile("" : : "x"(sum));  // the reads are kept for their effect on the caches alone
 }
 
+// Runs `steps` timed steps (after one untimed) and appends their samples.
 void Measure(ModelRunner& runner, const HostBackend& backend, const DecodeStep& step, int steps,
              Samples* out) {
   StepLogits logits;
