@@ -48,14 +48,17 @@ TokenChoice SampleToken(absl::Span<const float> logits, const SamplingOptions& o
     ApplyPenalties(options, prompt, output, scratch);
     values = scratch.values;
   }
+  // One read of the raw row gives the logprob's log-sum-exp and, for a greedy draw from it, the
+  // token.
+  const sampling::RowSummary raw = sampling::SummarizeRow(logits);
+  const double lse = raw.log_sum_exp;
   TokenChoice choice;
   if (options.temperature == 0.0f) {
-    choice.token = sampling::Argmax(values);
+    choice.token = values.data() == logits.data() ? raw.argmax : sampling::Argmax(values);
   } else {
     choice.token =
         sampling::DrawToken(values, RowOptionsFor(options, seed, output.size()), scratch.indices);
   }
-  const double lse = sampling::LogSumExpFast(logits);
   choice.logprob = static_cast<float>(logits[choice.token] - lse);
   if (top_logprobs > 0) {
     std::vector<int32_t>& idx = scratch.indices;

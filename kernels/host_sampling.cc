@@ -142,10 +142,19 @@ double LogSumExp(absl::Span<const float> values) {
   return static_cast<double>(max) + std::log(sum);
 }
 
-double LogSumExpFast(absl::Span<const float> values) {
+RowSummary SummarizeRow(absl::Span<const float> values) {
   const auto n = static_cast<int64_t>(values.size());
-  const float max = Kernels().max(values.data(), n);
-  return static_cast<double>(max) + std::log(Kernels().sum_exp(values.data(), n, max));
+  const RowStats stats = Kernels().row_stats(values.data(), n);
+  const auto block = values.subspan(static_cast<size_t>(stats.first_block),
+                                    static_cast<size_t>(std::min(kRowStatsBlock,
+                                                                 n - stats.first_block)));
+  const auto first = std::find(block.begin(), block.end(), stats.max);
+  // Not found only when a NaN took part in a block's maximum.
+  const int32_t argmax = first != block.end()
+                             ? static_cast<int32_t>(stats.first_block + (first - block.begin()))
+                             : Argmax(values);
+  return {.argmax = argmax,
+          .log_sum_exp = static_cast<double>(stats.max) + std::log(stats.sum_exp)};
 }
 
 int32_t Argmax(absl::Span<const float> values) {

@@ -22,11 +22,17 @@ int32_t DrawToken(absl::Span<const float> values, const RowOptions& options,
 // (REQUIRES: values non-empty).
 double LogSumExp(absl::Span<const float> values);
 
-// The same value from this processor's CPU kernels (CpuKernels::max and sum_exp: vector exp in
-// f32, partial sums of 256 terms in f32, their sum in double), ~10x faster on a vocabulary-wide
-// row; it agrees with LogSumExp to ~1e-6. The engine's sampler computes each token's logprob
-// with it (REQUIRES: values non-empty).
-double LogSumExpFast(absl::Span<const float> values);
+// A row's first largest entry and log-sum-exp, from one read of the row (CpuKernels::row_stats
+// with this processor's kernels: vector exp in f32, partial sums of 256 terms in f32, their sum
+// in double), which keeps the row out of the outer caches: the engine's sampler reads a batch
+// of vocabulary-wide rows between two decode steps with it. `argmax` is Argmax(values) and
+// `log_sum_exp` agrees with LogSumExp to ~1e-6, ~10x faster on a vocabulary-wide row
+// (REQUIRES: values non-empty).
+struct RowSummary {
+  int32_t argmax = 0;
+  double log_sum_exp = 0.0;
+};
+RowSummary SummarizeRow(absl::Span<const float> values);
 
 // The first index of the largest value, as std::max_element finds it (the same index on rows
 // without NaN), from the vector maximum and one search: ~10x faster than std::max_element's

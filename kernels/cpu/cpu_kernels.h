@@ -75,6 +75,20 @@ struct GemmNnArgs {
 // Floats of scratch one Gemm call needs (packed A block and one packed B panel), for every ISA.
 inline constexpr int64_t kGemmScratchFloats = 512 * (512 + 16) + 512 * 32;
 
+// What a sampler needs of one row of logits x[0, n), from CpuKernels::row_stats. The row is
+// read once, in blocks of kRowStatsBlock entries with non-temporal prefetches ahead (so that a
+// batch of vocabulary-wide rows does not push the decode step's own lines out of L2 and L3):
+// each block's maximum, then its terms from L1.
+inline constexpr int64_t kRowStatsBlock = 256;
+struct RowStats {
+  float max = 0.0f;         // the largest x[i] (a NaN in x may or may not be taken for it)
+  int64_t first_block = 0;  // start of the first block whose maximum is `max`
+  // Σ exp(x[i] - max): each term in f32 (within an ulp) against the largest value read up to
+  // its block, summed lane-wise in f32 per block, the blocks in double, each block's sum
+  // scaled by exp(that value - max): within ~1e-6 relative of the exact sum.
+  double sum_exp = 0.0;
+};
+
 struct CpuKernels {
   CpuIsa isa;
   // Columns of one packed B panel: work split over threads in multiples of it keeps every
@@ -93,9 +107,9 @@ struct CpuKernels {
   float (*max)(const float* x, int64_t n);
   // x[i] = exp(x[i] - shift); returns the sum of the new values.
   float (*exp_sum)(float* x, int64_t n, float shift);
-  // Σ exp(x[i] - shift), x unchanged: each term in f32 (within an ulp), summed lane-wise in f32
-  // over blocks of 256 elements, the blocks in double.
-  double (*sum_exp)(const float* x, int64_t n, float shift);
+  // A row's softmax statistics from one read of x[0, n) (n >= 1), which stays out of the
+  // outer caches (RowStats).
+  RowStats (*row_stats)(const float* x, int64_t n);
   // x[i] *= s.
   void (*scale)(float* x, int64_t n, float s);
   // y[i] += a * x[i].

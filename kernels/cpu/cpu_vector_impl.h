@@ -6,7 +6,9 @@
 #ifndef MLASERVE_KERNELS_CPU_CPU_VECTOR_IMPL_H_
 #define MLASERVE_KERNELS_CPU_CPU_VECTOR_IMPL_H_
 
+#include <cmath>
 #include <cstdint>
+#include <limits>
 
 #include "kernels/cpu/cpu_gemm_impl.h"
 #include "kernels/cpu/cpu_kernels.h"
@@ -49,6 +51,8 @@ struct VectorImpl {
     return total;
   }
 
+  // Σ exp(x[i] - shift): each term in f32, summed lane-wise in f32 over blocks of 256
+  // elements, the blocks in double.
   static double SumExp(const float* x, int64_t n, float shift) {
     constexpr int64_t kBlock = 256;  // elements per f32 partial sum
     const F s = V::Set1(shift);
@@ -68,6 +72,31 @@ struct VectorImpl {
       total += V::ReduceAdd(sum);
     }
     return total;
+  }
+
+  // The block's maximum from memory, prefetching the block after it (non-temporal), then its
+  // terms from L1 against the running maximum.
+  static RowStats RowStatsOf(const float* x, int64_t n) {
+    constexpr int64_t kLine = 64 / sizeof(float);
+    RowStats stats{.max = x[0], .first_block = 0, .sum_exp = 0.0};
+    for (int64_t b = 0; b < n; b += kRowStatsBlock) {
+      const int64_t end = b + kRowStatsBlock < n ? b + kRowStatsBlock : n;
+      for (int64_t l = end; l < end + kRowStatsBlock && l < n; l += kLine) {
+        __builtin_prefetch(x + l, 0, 0);
+      }
+      const float block_max = Max(x + b, end - b);
+      if (block_max > stats.max) {
+        // exp(old - new) in double; 0 while nothing but -inf has been read.
+        stats.sum_exp *= std::exp(static_cast<double>(stats.max) - block_max);
+        stats.max = block_max;
+        stats.first_block = b;
+      }
+      // A block of -inf under a maximum of -inf adds nothing (its terms would be NaN).
+      if (block_max != -std::numeric_limits<float>::infinity()) {
+        stats.sum_exp += SumExp(x + b, end - b, stats.max);
+      }
+    }
+    return stats;
   }
 
   static void Scale(float* x, int64_t n, float s) {
@@ -147,7 +176,7 @@ CpuKernels MakeCpuKernels(CpuIsa isa) {
   k.gemm_nn = &GemvImpl<V>::RunNn;
   k.max = &E::Max;
   k.exp_sum = &E::ExpSum;
-  k.sum_exp = &E::SumExp;
+  k.row_stats = &E::RowStatsOf;
   k.scale = &E::Scale;
   k.axpy = &E::Axpy;
   k.silu_mul = &E::SiluMul;

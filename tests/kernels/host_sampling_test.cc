@@ -256,42 +256,64 @@ std::vector<float> LogitRow(size_t n, float scale, uint32_t seed) {
   return v;
 }
 
-// Every CPU build this processor runs: CpuKernels::sum_exp against long double, over lengths
-// around its vector width and 256-element blocks, with masked (-inf) entries and a vocabulary-
-// wide row; and LogSumExpFast (the engine's) against the same reference.
-TEST(HostSamplingTest, VectorSumExpMatchesLongDouble) {
+// Rows for the one-read statistics: random ones, a rising ramp (the maximum moves on in every
+// block, so every block's sum is rescaled), leading blocks of -inf (their terms would be NaN
+// against a maximum of -inf) and masked entries.
+std::vector<std::vector<float>> StatsRows() {
+  std::vector<std::vector<float>> rows;
+  const float inf = std::numeric_limits<float>::infinity();
+  for (size_t n : {1, 7, 16, 17, 255, 256, 257, 1000, 102400}) {
+    for (float scale : {1.0f, 40.0f}) {
+      std::vector<float> v = LogitRow(n, scale, static_cast<uint32_t>(n));
+      if (n > 10) v[3] = v[n - 2] = -inf;
+      rows.push_back(std::move(v));
+    }
+  }
+  for (float slope : {1e-3f, 0.05f}) {
+    std::vector<float> ramp(5000);
+    for (size_t i = 0; i < ramp.size(); ++i) ramp[i] = slope * static_cast<float>(i);
+    rows.push_back(std::move(ramp));
+  }
+  std::vector<float> late = LogitRow(3000, 10.0f, 11);
+  std::fill(late.begin(), late.begin() + 600, -inf);
+  rows.push_back(std::move(late));
+  return rows;
+}
+
+// Every CPU build this processor runs: CpuKernels::row_stats against long double and
+// std::max_element; and SummarizeRow (the engine's) against the same references.
+TEST(HostSamplingTest, RowStatsMatchLongDouble) {
   std::vector<CpuIsa> isas = {CpuIsa::kScalar};
   for (CpuIsa isa : {CpuIsa::kAvx2, CpuIsa::kAvx512, CpuIsa::kAvx512Bf16}) {
     if (DetectCpuIsa() >= isa) isas.push_back(isa);
   }
-  for (CpuIsa isa : isas) {
-    const CpuKernels& k = GetCpuKernels(isa);
-    for (size_t n : {1, 7, 16, 17, 255, 256, 257, 1000, 102400}) {
-      for (float scale : {1.0f, 40.0f}) {
-        std::vector<float> v = LogitRow(n, scale, static_cast<uint32_t>(n));
-        if (n > 10) v[3] = v[n - 2] = -std::numeric_limits<float>::infinity();
-        const float max = *std::max_element(v.begin(), v.end());
-        long double exact = 0;
-        for (float x : v) exact += std::exp(static_cast<long double>(x) - max);
-        const std::vector<float> before = v;
-        const double got = k.sum_exp(v.data(), static_cast<int64_t>(n), max);
-        const std::string what = std::string(CpuIsaName(isa)) + " n=" + std::to_string(n) +
-                                 " scale=" + std::to_string(scale);
-        EXPECT_NEAR(got / static_cast<double>(exact), 1.0, 2e-6) << what;
-        EXPECT_EQ(v, before) << what;  // x is read only
-      }
+  for (const std::vector<float>& v : StatsRows()) {
+    const auto top = std::max_element(v.begin(), v.end());
+    const float max = *top;
+    long double exact = 0;
+    for (float x : v) exact += std::exp(static_cast<long double>(x) - max);
+    for (CpuIsa isa : isas) {
+      const RowStats stats = GetCpuKernels(isa).row_stats(v.data(), static_cast<int64_t>(v.size()));
+      const std::string what = std::string(CpuIsaName(isa)) + " n=" + std::to_string(v.size()) +
+                               " v[1]=" + std::to_string(v[v.size() > 1 ? 1 : 0]);
+      EXPECT_EQ(stats.max, max) << what;
+      EXPECT_EQ(stats.first_block, (top - v.begin()) / kRowStatsBlock * kRowStatsBlock) << what;
+      EXPECT_NEAR(stats.sum_exp / static_cast<double>(exact), 1.0, 2e-6) << what;
     }
+    const RowSummary summary = SummarizeRow(v);
+    EXPECT_EQ(summary.argmax, top - v.begin()) << "n=" << v.size();
+    EXPECT_NEAR(summary.log_sum_exp, static_cast<double>(ExactLogSumExp(v)), 2e-6)
+        << "n=" << v.size();
   }
   for (float scale : {1.0f, 40.0f}) {
     const std::vector<float> row = LogitRow(102400, scale, 7);
-    EXPECT_NEAR(LogSumExpFast(row), static_cast<double>(ExactLogSumExp(row)), 2e-6);
     EXPECT_NEAR(LogSumExp(row), static_cast<double>(ExactLogSumExp(row)), 2e-6);
   }
 }
 
-// Argmax against std::max_element (the first index of the largest value): rows of every length
-// around the vector widths, the maximum in the vector part or the tail, repeated maxima (ties
-// go to the first), masked (-inf) entries and an all -inf row.
+// Argmax and SummarizeRow's argmax against std::max_element (the first index of the largest
+// value): rows of every length around the vector widths, the maximum in the vector part or the
+// tail, repeated maxima (ties go to the first), masked (-inf) entries and all -inf rows.
 TEST(HostSamplingTest, ArgmaxIsTheFirstLargestEntry) {
   const float inf = std::numeric_limits<float>::infinity();
   for (size_t n : {1, 2, 15, 16, 17, 31, 33, 1000, 102400}) {
@@ -306,9 +328,11 @@ TEST(HostSamplingTest, ArgmaxIsTheFirstLargestEntry) {
         v[n / 3] = v[n / 2] = v[n - 2] = 50.0f;
       }
       EXPECT_EQ(Argmax(v), std::max_element(v.begin(), v.end()) - v.begin()) << what;
+      EXPECT_EQ(SummarizeRow(v).argmax, Argmax(v)) << what;
     }
   }
   EXPECT_EQ(Argmax(std::vector<float>(40, -inf)), 0);
+  EXPECT_EQ(SummarizeRow(std::vector<float>(600, -inf)).argmax, 0);
 }
 
 }  // namespace

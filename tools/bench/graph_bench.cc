@@ -20,10 +20,13 @@
 //
 // With --read_logits every logit of a step is read (each row's largest found) before the next
 // step's timer starts, as the engine's sampler reads them between two steps of the daemon.
+// With --sample=greedy (or =top_p) the engine's own sampler draws every row between steps, on
+// the backend's threads as the engine does (SampleToken, with the token's logprob), and the
+// report adds its median time per step.
 //
 //   mlaserve-graph-bench --model=/tmp/bench/lite-slice-4 [--batches=1,8,64] [--context=512]
 //       [--rounds=5] [--steps=10] [--threads=0] [--deterministic] [--dtype=float32]
-//       [--kv_cache_dtype=auto] [--read_logits]
+//       [--kv_cache_dtype=auto] [--read_logits | --sample=greedy|top_p]
 
 #include <algorithm>
 #include <chrono>
@@ -41,6 +44,7 @@
 #include "absl/strings/str_split.h"
 #include "engine/model_loader.h"
 #include "engine/model_runner.h"
+#include "engine/sampler.h"
 #include "kernels/cpu/cpu_backend.h"
 #include "kernels/no_op_backend.h"
 #include "tools/bench/median.h"
@@ -60,6 +64,10 @@ ABSL_FLAG(bool, read_logits, false,
           "read every logit of a step before the next one starts, untimed, as the engine's "
           "sampler does between two steps (by default steps run back to back)");
 
+ABSL_FLAG(std::string, sample, "",
+          "draw every row with the engine's sampler between steps, untimed in the step: greedy "
+          "(temperature 0) or top_p (temperature 1, top_p 0.9); empty: no draw");
+
 namespace mlaserve {
 namespace {
 
@@ -71,6 +79,7 @@ constexpr int64_t kBlockSize = 64;
 struct Samples {
   std::vector<double> step_us;
   std::vector<double> host_us;  // step minus op bodies
+  std::vector<double> sample_us;  // the engine's sampler over the step's rows (--sample)
 };
 
 // `batch` sequences decoding one token each after `context` cached ones, on disjoint blocks.
@@ -108,9 +117,38 @@ void ReadLogits(const StepLogits& logits) {
   asm volatile("" : : "x"(sum));  // the reads are kept for their effect on the caches alone
 }
 
+// Draws every row of `logits` with the engine's sampler on the backend's threads, as
+// EngineCore::SampleTokens does (each lane with its own scratch).
+class RowSampler {
+ public:
+  RowSampler(Backend& backend, const SamplingOptions& options)
+      : backend_(backend), options_(options),
+        scratch_(static_cast<size_t>(backend.host_lanes())) {}
+
+  void Draw(const StepLogits& logits) {
+    const auto vocab = static_cast<size_t>(logits.vocab_size);
+    const auto rows = static_cast<int64_t>(logits.values.size() / vocab);
+    tokens_.resize(static_cast<size_t>(rows));
+    backend_.RunHostTasks(rows, [&](int64_t row, int lane) {
+      const absl::Span<const float> values =
+          absl::MakeConstSpan(logits.values).subspan(static_cast<size_t>(row) * vocab, vocab);
+      tokens_[static_cast<size_t>(row)] =
+          SampleToken(values, options_, {}, {}, /*seed=*/static_cast<uint64_t>(row), 0,
+                      scratch_[static_cast<size_t>(lane)])
+              .token;
+    });
+  }
+
+ private:
+  Backend& backend_;
+  const SamplingOptions options_;
+  std::vector<SamplerScratch> scratch_;
+  std::vector<int32_t> tokens_;
+};
+
 // Runs `steps` timed steps (after one untimed) and appends their samples.
 void Measure(ModelRunner& runner, const HostBackend& backend, const DecodeStep& step, int steps,
-             Samples* out) {
+             RowSampler* sampler, Samples* out) {
   StepLogits logits;
   if (!runner.Execute(step.seqs, &logits).ok()) std::abort();
   // The step is timed by the profile's own clock, so the op time is subtracted in one unit.
@@ -118,6 +156,11 @@ void Measure(ModelRunner& runner, const HostBackend& backend, const DecodeStep& 
   const bool read_logits = absl::GetFlag(FLAGS_read_logits);
   for (int i = 0; i < steps; ++i) {
     if (read_logits) ReadLogits(logits);
+    if (sampler != nullptr) {
+      const int64_t sample_start = profile.Now();
+      sampler->Draw(logits);
+      out->sample_us.push_back(1e-3 * profile.Nanos(profile.Now() - sample_start));
+    }
     const int64_t ops_before = profile.total_ticks();
     const int64_t start = profile.Now();
     if (!runner.Execute(step.seqs, &logits).ok()) std::abort();
@@ -142,6 +185,17 @@ int Run() {
   const int32_t context = absl::GetFlag(FLAGS_context);
   const int32_t max_batch = batches.back();
   const int64_t blocks_per_seq = (context + 1 + kBlockSize - 1) / kBlockSize;
+
+  std::optional<SamplingOptions> sampling;
+  const std::string sample = absl::GetFlag(FLAGS_sample);
+  if (sample == "greedy") {
+    sampling = SamplingOptions{.temperature = 0.0f};
+  } else if (sample == "top_p") {
+    sampling = SamplingOptions{.temperature = 1.0f, .top_p = 0.9f};
+  } else if (!sample.empty()) {
+    std::fprintf(stderr, "--sample must be greedy or top_p, not %s\n", sample.c_str());
+    return 1;
+  }
 
   setenv("MLASERVE_PROFILE", "1", 1);
   const std::string dtype = absl::GetFlag(FLAGS_dtype);
@@ -171,6 +225,9 @@ int Run() {
     std::fprintf(stderr, "%s\n", std::string(error.message()).c_str());
     return 1;
   }
+  std::optional<RowSampler> sampler;
+  if (sampling.has_value()) sampler.emplace(backend, *sampling);
+  RowSampler* const draw = sampler.has_value() ? &*sampler : nullptr;
   std::printf("threads %d, context %d tokens, %d rounds of %d steps per runner and batch\n",
               backend.num_threads(), context, absl::GetFlag(FLAGS_rounds),
               absl::GetFlag(FLAGS_steps));
@@ -181,11 +238,11 @@ int Run() {
       const DecodeStep step(batches[i], context);
       const int steps = absl::GetFlag(FLAGS_steps);
       if (round % 2 == 0) {
-        Measure(**eager, backend, step, steps, &eager_samples[i]);
-        Measure(**graphs, backend, step, steps, &replay_samples[i]);
+        Measure(**eager, backend, step, steps, draw, &eager_samples[i]);
+        Measure(**graphs, backend, step, steps, draw, &replay_samples[i]);
       } else {
-        Measure(**graphs, backend, step, steps, &replay_samples[i]);
-        Measure(**eager, backend, step, steps, &eager_samples[i]);
+        Measure(**graphs, backend, step, steps, draw, &replay_samples[i]);
+        Measure(**eager, backend, step, steps, draw, &eager_samples[i]);
       }
     }
   }
@@ -219,13 +276,21 @@ int Run() {
     alone_us[i] = Median(us);
   }
 
-  std::printf("%6s %10s %10s %13s %17s %18s %18s\n", "batch", "eager ms", "replay ms",
-              "replay/eager", "eager host (step)", "replay host (step)", "replay host (alone)");
+  std::printf("%6s %10s %10s %13s %17s %18s %18s%s\n", "batch", "eager ms", "replay ms",
+              "replay/eager", "eager host (step)", "replay host (step)", "replay host (alone)",
+              draw != nullptr ? "   sample ms" : "");
   for (size_t i = 0; i < batches.size(); ++i) {
     const double e = Median(eager_samples[i].step_us), r = Median(replay_samples[i].step_us);
-    std::printf("%6d %10.3f %10.3f %13.3f %14.1f us %15.1f us %15.2f us\n", batches[i], e / 1e3,
+    std::printf("%6d %10.3f %10.3f %13.3f %14.1f us %15.1f us %15.2f us", batches[i], e / 1e3,
                 r / 1e3, r / e, Median(eager_samples[i].host_us),
                 Median(replay_samples[i].host_us), alone_us[i]);
+    if (draw != nullptr) {
+      std::vector<double> both = eager_samples[i].sample_us;
+      both.insert(both.end(), replay_samples[i].sample_us.begin(),
+                  replay_samples[i].sample_us.end());
+      std::printf(" %12.3f", Median(both) / 1e3);
+    }
+    std::printf("\n");
   }
   return 0;
 }
