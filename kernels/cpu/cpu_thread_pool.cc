@@ -45,7 +45,7 @@ CpuThreadPool::CpuThreadPool(int num_threads)
 
 CpuThreadPool::~CpuThreadPool() {
   stop_.store(true, std::memory_order_relaxed);
-  generation_.fetch_add(kActiveMask + 1, std::memory_order_release);
+  generation_.fetch_add(kActiveMask + 1, std::memory_order_seq_cst);
   generation_.notify_all();
   for (std::thread& w : workers_) w.join();
 }
@@ -76,7 +76,9 @@ void CpuThreadPool::RunJob(int threads, Job job, void* fn) {
   const uint32_t next =
       ((generation_.load(std::memory_order_relaxed) & ~kActiveMask) + kActiveMask + 1) |
       static_cast<uint32_t>(threads);
-  generation_.store(next, std::memory_order_release);
+  // seq_cst, not release: notify_all skips the wake when it reads no sleeper in libstdc++'s
+  // waiter count, and that read must not pass this store (WaitWhileEquals).
+  generation_.store(next, std::memory_order_seq_cst);
   generation_.notify_all();
   job(fn, 0);
   prefetch_for_caller_.store(false, std::memory_order_relaxed);
@@ -104,7 +106,7 @@ void CpuThreadPool::WorkerLoop(int index) {
           prefetch_for_caller_.exchange(false, std::memory_order_relaxed)) {
         PrefetchForCaller();
       }
-      if (pending_.fetch_sub(1, std::memory_order_acq_rel) == 1) pending_.notify_one();
+      if (pending_.fetch_sub(1, std::memory_order_seq_cst) == 1) pending_.notify_one();
     }
   }
 }
@@ -146,13 +148,21 @@ void CpuThreadPool::Barrier() {
   if (barrier_arrived_.fetch_add(1, std::memory_order_acq_rel) + 1 ==
       static_cast<uint32_t>(active_)) {
     barrier_arrived_.store(0, std::memory_order_relaxed);
-    barrier_generation_.fetch_add(1, std::memory_order_release);
+    barrier_generation_.fetch_add(1, std::memory_order_seq_cst);
     barrier_generation_.notify_all();
   } else {
     WaitWhileEquals(barrier_generation_, round);
   }
 }
 
+// Every change a sleeper waits for is made seq_cst before its notify: libstdc++ 12's notify
+// reads a count of sleepers (seq_cst) and makes no futex call when it reads none, while a
+// sleeper counts itself (a seq_cst read-modify-write) before the futex compares the value. A
+// release store let that read pass the store on x86 (a store-load reordering), so a worker
+// could count itself, find the old value and sleep through the Run: a two-thread pool hung
+// after 2.0, 2.2 and 4.7 million Runs of a loop whose caller paused about kSpinNanos between
+// Runs (cpu_thread_pool_test, StaysAwakeThroughRunsSpacedAtTheSpin), and not in 12 million
+// since.
 void CpuThreadPool::WaitWhileEquals(const std::atomic<uint32_t>& value, uint32_t old) {
   using Clock = std::chrono::steady_clock;
   const Clock::time_point deadline = Clock::now() + std::chrono::nanoseconds(kSpinNanos);

@@ -1,12 +1,13 @@
 // CpuThreadPool: every participant runs exactly once per Run, Barrier separates phases, and
-// back-to-back, partial and spaced-out Runs (the spin and the sleep paths) neither lose a
-// wake-up nor run a stale job. ExecutableSegmentOf, with which the pool tells return addresses
+// back-to-back, partial and spaced-out Runs (the spin and the sleep paths, and Runs spaced at
+// the moment a worker falls asleep) neither lose a wake-up nor run a stale job. ExecutableSegmentOf, with which the pool tells return addresses
 // in its caller's frames, agrees with the kernel's map of this process (/proc/self/maps).
 #include "kernels/cpu/cpu_thread_pool.h"
 
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <memory>
@@ -187,6 +188,55 @@ TEST(CpuThreadPoolTest, RunsAfterWorkersFellAsleep) {
     pool.Run(2, body);
   }
   EXPECT_EQ(calls.load(), 10);
+}
+
+// Runs spaced by about the workers' spin, so that a worker starts to sleep at every moment
+// relative to the next Run's start. Before the Run's generation was stored seq_cst, a worker
+// could sleep through a Run (the pool's comment at WaitWhileEquals): two stress runs of this
+// loop on a 2-vCPU Zen 4 host hung at 2.0, 2.2 and 4.7 million Runs, and 12 million passed after
+// the change. The default count catches such a bug only sometimes (a few seconds of Runs);
+// MLASERVE_POOL_STRESS_RUNS=4000000 soaks it. A hang fails the test from a watchdog.
+TEST(CpuThreadPoolTest, StaysAwakeThroughRunsSpacedAtTheSpin) {
+  const char* env = std::getenv("MLASERVE_POOL_STRESS_RUNS");
+  const int64_t runs = env != nullptr ? std::atoll(env) : 100'000;
+  CpuThreadPool pool(2);
+  std::atomic<int64_t> done{0};
+  std::atomic<bool> finished{false};
+  std::thread watchdog([&] {
+    int64_t last = -1;
+    auto since = std::chrono::steady_clock::now();
+    while (!finished.load()) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      const int64_t now = done.load();
+      if (now != last) {
+        last = now;
+        since = std::chrono::steady_clock::now();
+      } else if (std::chrono::steady_clock::now() - since > std::chrono::seconds(5)) {
+        std::fprintf(stderr, "a Run did not end within 5 s (after %lld Runs)\n",
+                     static_cast<long long>(now));
+        std::_Exit(1);
+      }
+    }
+  });
+  std::atomic<int64_t> calls{0};
+  auto body = [&](int) { calls.fetch_add(1, std::memory_order_relaxed); };
+  uint64_t state = 0x9e3779b97f4a7c15ull;
+  for (int64_t i = 0; i < runs; ++i) {
+    pool.Run(2, body);
+    done.store(i + 1, std::memory_order_relaxed);
+    state ^= state << 13;
+    state ^= state >> 7;
+    state ^= state << 17;
+    // Busy, not asleep: 0.9 to 1.1 times the spin.
+    const int64_t pause = CpuThreadPool::kSpinNanos * 9 / 10 +
+                          static_cast<int64_t>(state % (CpuThreadPool::kSpinNanos / 5));
+    const auto until = std::chrono::steady_clock::now() + std::chrono::nanoseconds(pause);
+    while (std::chrono::steady_clock::now() < until) {
+    }
+  }
+  finished.store(true);
+  watchdog.join();
+  EXPECT_EQ(calls.load(), 2 * runs);
 }
 
 }  // namespace
