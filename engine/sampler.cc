@@ -57,7 +57,7 @@ TokenChoice SampleToken(absl::Span<const float> logits, const SamplingOptions& o
     choice.token = values.data() == logits.data() ? raw.argmax : sampling::Argmax(values);
   } else {
     choice.token =
-        sampling::DrawToken(values, RowOptionsFor(options, seed, output.size()), scratch.indices);
+        sampling::DrawToken(values, RowOptionsFor(options, seed, output.size()), scratch.draw);
   }
   choice.logprob = static_cast<float>(logits[choice.token] - lse);
   if (top_logprobs > 0) {

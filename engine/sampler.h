@@ -13,6 +13,7 @@
 
 #include "absl/types/span.h"
 #include "engine/request.h"
+#include "kernels/host_sampling.h"
 #include "kernels/sampling_math.h"
 
 namespace mlaserve {
@@ -28,6 +29,7 @@ struct SamplerScratch {
   std::vector<float> values;     // [vocab]
   std::vector<int32_t> indices;  // [vocab]
   std::vector<int32_t> counts;   // [vocab]
+  sampling::DrawScratch draw;
 };
 
 // logits: [vocab] raw model output. `prompt` and `output` are the sequence's tokens (for the

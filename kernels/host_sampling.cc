@@ -21,27 +21,39 @@ const CpuKernels& Kernels() {
   return kernels;
 }
 
-// idx[0, n) = 0, 1, ..., n - 1 on entry; on return in rank order (RankKey descending), the
-// order std::sort by RankKey gives: a stable LSD radix sort, three passes of 11 bits, on the
-// value's ordered bits descending, so that equal values keep their ascending ids. tmp: n
-// entries of storage. A top-p draw from a 102,400-entry row took 9.2 ms with std::sort, 2.2 ms
-// with this.
-void SortByRank(absl::Span<const float> v, int32_t* idx, int32_t* tmp, int32_t n) {
+// ids[0, n) = 0, 1, ..., n - 1 in rank order (RankKey descending), the order std::sort by
+// RankKey gives: a stable LSD radix sort of (key, id) pairs, three passes of 11 bits on the
+// value's ordered bits descending, so that equal values keep their ascending ids. The keys are
+// computed once and move with their ids, so every pass reads its input in order. `keys`: 2n
+// entries of storage, `ids`: 2n (the second halves: each pass's output). A top-p draw from a
+// 102,400-entry row took 9.2 ms with std::sort, 1.7 ms with a radix sort that read each key
+// through its id and summed the probabilities twice, 1.4-1.5 ms with this and the sums kept.
+void SortByRank(absl::Span<const float> v, uint32_t* keys, int32_t* ids, int32_t n) {
   constexpr int kBits = 11;
   constexpr uint32_t kMask = (1u << kBits) - 1;
-  auto descending = [&](int32_t id) { return ~static_cast<uint32_t>(RankKey(v[id], id) >> 32); };
+  for (int32_t i = 0; i < n; ++i) {
+    keys[i] = ~static_cast<uint32_t>(RankKey(v[static_cast<size_t>(i)], i) >> 32);
+    ids[i] = i;
+  }
   std::array<int32_t, size_t{1} << kBits> count;
-  int32_t* src = idx;
-  int32_t* dst = tmp;
+  uint32_t* src_keys = keys;
+  uint32_t* dst_keys = keys + n;
+  int32_t* src_ids = ids;
+  int32_t* dst_ids = ids + n;
   for (int shift = 0; shift < 32; shift += kBits) {
     std::fill(count.begin(), count.end(), 0);
-    for (int32_t i = 0; i < n; ++i) ++count[(descending(src[i]) >> shift) & kMask];
+    for (int32_t i = 0; i < n; ++i) ++count[(src_keys[i] >> shift) & kMask];
     int32_t start = 0;
     for (int32_t& c : count) start += std::exchange(c, start);
-    for (int32_t i = 0; i < n; ++i) dst[count[(descending(src[i]) >> shift) & kMask]++] = src[i];
-    std::swap(src, dst);
+    for (int32_t i = 0; i < n; ++i) {
+      const int32_t to = count[(src_keys[i] >> shift) & kMask]++;
+      dst_keys[to] = src_keys[i];
+      dst_ids[to] = src_ids[i];
+    }
+    std::swap(src_keys, dst_keys);
+    std::swap(src_ids, dst_ids);
   }
-  if (src != idx) std::copy(src, src + n, idx);
+  if (src_ids != ids) std::copy(src_ids, src_ids + n, ids);
 }
 
 // Whether a kept token's score (StreamDrawScore) is certainly below `best`. Its Gumbel noise
@@ -68,31 +80,34 @@ bool CannotReach(float value, float max, double inv_temperature, uint64_t stream
 // a prefix of the rank order (kernels/sampling_math.h): the top_k best, then those whose
 // probability relative to the best reaches min_p, then the shortest prefix holding top_p of
 // what is left; the Gumbel-max trick with the (seed, position, token) noise picks among it.
-int32_t DrawToken(absl::Span<const float> v, const RowOptions& o, std::vector<int32_t>& idx) {
+int32_t DrawToken(absl::Span<const float> v, const RowOptions& o, DrawScratch& scratch) {
   const uint64_t seed = (uint64_t{o.seed_high} << 32) | o.seed_low;
   const uint64_t stream = RowStream(seed, static_cast<uint64_t>(o.position));
   const int32_t vocab = static_cast<int32_t>(v.size());
   const int32_t top = Argmax(v);
   const float max = v[top];
   int32_t n = vocab;
+  std::vector<int32_t>& idx = scratch.ids;
   const bool cut = (o.top_k > 0 && o.top_k < vocab) || o.min_p > 0.0f || o.top_p < 1.0f;
   if (cut) {  // the kept tokens are idx[0, n); without a cut every token is kept
-    idx.resize(v.size());
-    std::iota(idx.begin(), idx.end(), 0);
     auto by_rank = [&](int32_t a, int32_t b) {
       return RankKey(v[a], a) > RankKey(v[b], b);
     };
     if (o.top_k > 0 && o.top_k < vocab) {
+      idx.resize(v.size());
+      std::iota(idx.begin(), idx.end(), 0);
       std::nth_element(idx.begin(), idx.begin() + o.top_k, idx.end(), by_rank);
       n = o.top_k;
-    }
-    if (n == vocab) {
-      idx.resize(2 * v.size());  // the second half: the radix sort's buffer
-      SortByRank(v, idx.data(), idx.data() + vocab, n);
-      idx.resize(v.size());
-    } else {
       std::sort(idx.begin(), idx.begin() + n, by_rank);
+    } else {
+      idx.resize(2 * v.size());  // the second half: the radix sort's buffer
+      scratch.keys.resize(2 * v.size());
+      SortByRank(v, scratch.keys.data(), idx.data(), n);
     }
+    // mass[i]: the probabilities relative to the best of idx[0, i], summed in rank order; the
+    // top-p cut reads these sums rather than adding the same terms again.
+    std::vector<double>& mass = scratch.mass;
+    mass.resize(static_cast<size_t>(n));
     double total = 0.0;
     for (int32_t i = 0; i < n; ++i) {
       const double p = RelativeProbability(v[idx[i]], max, o.temperature);
@@ -101,12 +116,13 @@ int32_t DrawToken(absl::Span<const float> v, const RowOptions& o, std::vector<in
         break;
       }
       total += p;
+      mass[static_cast<size_t>(i)] = total;
     }
     if (o.top_p < 1.0f) {
-      double kept = 0.0;
+      // The shortest prefix holding top_p of the total.
+      const double target = o.top_p * total;
       for (int32_t i = 0; i < n; ++i) {
-        kept += RelativeProbability(v[idx[i]], max, o.temperature);
-        if (kept >= o.top_p * total) {
+        if (mass[static_cast<size_t>(i)] >= target) {
           n = i + 1;
           break;
         }

@@ -13,10 +13,17 @@
 
 namespace mlaserve::sampling {
 
+// DrawToken's reused storage: a warmed-up draw allocates nothing.
+struct DrawScratch {
+  std::vector<int32_t> ids;    // the rank order, and the radix sort's buffer
+  std::vector<uint32_t> keys;  // the radix sort's keys and their buffer
+  std::vector<double> mass;    // the kept probabilities' running sums in rank order
+};
+
 // Draws from softmax(values / temperature) restricted by top-k, min-p and top-p (REQUIRES:
-// temperature > 0, values non-empty). `scratch` is reused storage.
+// temperature > 0, values non-empty).
 int32_t DrawToken(absl::Span<const float> values, const RowOptions& options,
-                  std::vector<int32_t>& scratch);
+                  DrawScratch& scratch);
 
 // log Σ exp(values): each term exp(v - max) in f32, the sum and the result in double
 // (REQUIRES: values non-empty).

@@ -33,7 +33,7 @@ void HostBackend::RunTopLogprobs(const TopLogprobsParams& p) {
 
 void HostBackend::RunSampleTokens(const SampleTokensParams& p) {
   const RowsShape shape = CheckSampleTokens(p);
-  std::vector<int32_t> scratch;
+  sampling::DrawScratch scratch;
   for (int64_t r = 0; r < shape.rows; ++r) {
     const absl::Span<const float> row(p.logits.ptr<const float>() + ref::Off(p.logits, r),
                                       static_cast<size_t>(shape.cols));

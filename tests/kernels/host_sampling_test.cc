@@ -72,7 +72,7 @@ void ExpectSamples(const std::vector<float>& logits, RowOptions o, const std::st
   SCOPED_TRACE(what);
   const std::vector<double> expected = Expected(logits, o);
   std::vector<int> counts(logits.size(), 0);
-  std::vector<int32_t> scratch;
+  DrawScratch scratch;
   for (int i = 0; i < kDraws; ++i) {
     o.position = i;
     ++counts[DrawToken(logits, o, scratch)];
@@ -114,7 +114,7 @@ TEST(HostSamplingTest, MinPCutsRelativeToTheBest) {
 }
 
 TEST(HostSamplingTest, DrawsDependOnSeedAndPositionOnly) {
-  std::vector<int32_t> scratch;
+  DrawScratch scratch;
   RowOptions o = Options(1.0f, 0, 1.0f, 0.0f, 42);
   std::vector<int32_t> first, again, other;
   for (int i = 0; i < 200; ++i) {
@@ -141,7 +141,7 @@ TEST(HostSamplingTest, WideRowCutsTiesByRank) {
   row[100] = 5.5f;
   for (int id : {4000, 17, 2500, 3999}) row[id] = 5.0f;
   row[42] = -std::numeric_limits<float>::infinity();
-  std::vector<int32_t> scratch;
+  DrawScratch scratch;
   for (const RowOptions& o : {Options(1.0f, 0, 0.6f, 0.0f, 9), Options(1.0f, 3, 1.0f, 0.0f, 10)}) {
     const std::vector<double> expected = Expected(row, o);
     std::vector<int> kept;
@@ -188,7 +188,7 @@ TEST(HostSamplingTest, DrawsAreTheGumbelMaxOfTheKeptTokens) {
   cases.push_back({&spread, Options(1.0f, 50, 1.0f, 0.0f, 22)});
   cases.push_back({&spread, Options(0.7f, 0, 0.9f, 0.0f, 23)});
   cases.push_back({&masked, Options(2.0f, 0, 1.0f, 0.01f, 24)});
-  std::vector<int32_t> scratch;
+  DrawScratch scratch;
   for (const Case& c : cases) {
     const std::vector<float>& row = *c.row;
     const std::vector<double> expected = Expected(row, c.o);
@@ -224,14 +224,14 @@ TEST(HostSamplingTest, DrawsDoNotDependOnTheScratchHistory) {
     state = state * 1664525u + 1013904223u;
     x = 10.0f * (static_cast<float>(state >> 8) / 16777216.0f - 0.5f);
   }
-  std::vector<int32_t> carried;
+  DrawScratch carried;
   for (const RowOptions& o : {Options(1.0f, 0, 0.9f, 0.0f, 1), Options(1.0f, 50, 1.0f, 0.0f, 2),
                               Options(1.0f, 50, 0.9f, 0.0f, 3), Options(0.7f, 0, 1.0f, 0.05f, 4),
                               Options(1.0f, 0, 1.0f, 0.0f, 5)}) {
     RowOptions draw = o;
     for (int i = 0; i < 20; ++i) {
       draw.position = i;
-      std::vector<int32_t> fresh;
+      DrawScratch fresh;
       EXPECT_EQ(DrawToken(row, draw, carried), DrawToken(row, draw, fresh))
           << "top_k " << o.top_k << " top_p " << o.top_p << " position " << i;
     }
