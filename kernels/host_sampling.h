@@ -32,9 +32,9 @@ double LogSumExp(absl::Span<const float> values);
 // A row's first largest entry and log-sum-exp, from one read of the row (CpuKernels::row_stats
 // with this processor's kernels: vector exp in f32, partial sums of 256 terms in f32, their sum
 // in double), which keeps the row out of the outer caches: the engine's sampler reads a batch
-// of vocabulary-wide rows between two decode steps with it. `argmax` is Argmax(values) and
-// `log_sum_exp` agrees with LogSumExp to ~1e-6, ~10x faster on a vocabulary-wide row
-// (REQUIRES: values non-empty).
+// of vocabulary-wide rows between two decode steps with it. `argmax` is Argmax(values) on rows
+// without NaN and `log_sum_exp` agrees with LogSumExp to ~1e-6, ~10x faster on a
+// vocabulary-wide row (REQUIRES: values non-empty).
 struct RowSummary {
   int32_t argmax = 0;
   double log_sum_exp = 0.0;
