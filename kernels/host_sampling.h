@@ -15,9 +15,10 @@ namespace mlaserve::sampling {
 
 // DrawToken's reused storage: a warmed-up draw allocates nothing.
 struct DrawScratch {
-  std::vector<int32_t> ids;    // the rank order, and the radix sort's buffer
-  std::vector<uint32_t> keys;  // the radix sort's keys and their buffer
-  std::vector<double> mass;    // the kept probabilities' running sums in rank order
+  std::vector<int32_t> ids;            // the kept tokens, and a sort's buffer
+  std::vector<uint32_t> keys;          // the tokens' rank keys, and a sort's keys and buffer
+  std::vector<double> probabilities;   // each token's, relative to the best
+  std::vector<double> bucket_mass;     // the kept probability of each range of rank keys
 };
 
 // Draws from softmax(values / temperature) restricted by top-k, min-p and top-p (REQUIRES:

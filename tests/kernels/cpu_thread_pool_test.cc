@@ -1,7 +1,8 @@
 // CpuThreadPool: every participant runs exactly once per Run, Barrier separates phases, and
 // back-to-back, partial and spaced-out Runs (the spin and the sleep paths, and Runs spaced at
-// the moment a worker falls asleep) neither lose a wake-up nor run a stale job. ExecutableSegmentOf, with which the pool tells return addresses
-// in its caller's frames, agrees with the kernel's map of this process (/proc/self/maps).
+// the moment a worker falls asleep) neither lose a wake-up nor run a stale job.
+// ExecutableSegmentOf, with which the pool tells return addresses in its caller's frames,
+// agrees with the kernel's map of this process (/proc/self/maps).
 #include "kernels/cpu/cpu_thread_pool.h"
 
 #include <atomic>

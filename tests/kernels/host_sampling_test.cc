@@ -34,6 +34,17 @@ RowOptions Options(float temperature, int32_t top_k, float top_p, float min_p, u
           .unused = 0};
 }
 
+// Uniform values in [-scale / 2, scale / 2), a linear congruential sequence from seed.
+std::vector<float> LogitRow(size_t n, float scale, uint32_t seed) {
+  std::vector<float> v(n);
+  uint32_t state = seed;
+  for (float& x : v) {
+    state = state * 1664525u + 1013904223u;
+    x = scale * (static_cast<float>(state >> 8) / 16777216.0f - 0.5f);
+  }
+  return v;
+}
+
 // Probability of each token under the plain definition of the cuts.
 std::vector<double> Expected(const std::vector<float>& logits, const RowOptions& o) {
   const int n = static_cast<int>(logits.size());
@@ -168,14 +179,20 @@ TEST(HostSamplingTest, WideRowCutsTiesByRank) {
 // Every draw is the Gumbel-max winner by the plain definition: the largest DrawScore over the
 // kept tokens, ties to the lower id (DrawToken skips the noise of tokens whose bound says they
 // cannot win; this checks it never skips the winner): low and high temperatures, a row of equal
-// values (the noise alone decides), masked entries, and cuts.
+// values (the noise alone decides), masked entries, and cuts — top-p also on a row of a few
+// dozen distinct values (hundreds of tokens tie in the bucket where a top-p prefix ends, so the
+// cut falls among ties) and on a vocabulary-wide row.
 TEST(HostSamplingTest, DrawsAreTheGumbelMaxOfTheKeptTokens) {
-  std::vector<float> spread(2000), masked(2000), flat(2000, 1.0f);
+  std::vector<float> spread(2000), masked(2000), flat(2000, 1.0f), steps(3000);
+  std::vector<float> wide = LogitRow(102400, 12.0f, 31);
   uint32_t state = 11;
   for (size_t i = 0; i < spread.size(); ++i) {
     state = state * 1664525u + 1013904223u;
     spread[i] = 10.0f * (static_cast<float>(state >> 8) / 16777216.0f - 0.5f);
     masked[i] = i % 3 == 0 ? -std::numeric_limits<float>::infinity() : spread[i];
+  }
+  for (size_t i = 0; i < steps.size(); ++i) {
+    steps[i] = std::round(spread[i % spread.size()] * 2.0f) / 4.0f + (i % 7 == 0 ? 0.0f : 0.5f);
   }
   struct Case {
     const std::vector<float>* row;
@@ -188,6 +205,12 @@ TEST(HostSamplingTest, DrawsAreTheGumbelMaxOfTheKeptTokens) {
   cases.push_back({&spread, Options(1.0f, 50, 1.0f, 0.0f, 22)});
   cases.push_back({&spread, Options(0.7f, 0, 0.9f, 0.0f, 23)});
   cases.push_back({&masked, Options(2.0f, 0, 1.0f, 0.01f, 24)});
+  for (float top_p : {0.05f, 0.3f, 0.9f, 0.999f}) {
+    cases.push_back({&steps, Options(1.0f, 0, top_p, 0.0f, 25)});
+  }
+  cases.push_back({&steps, Options(0.5f, 0, 0.8f, 0.02f, 26)});
+  cases.push_back({&wide, Options(1.0f, 0, 0.7f, 0.0f, 27)});
+  cases.push_back({&wide, Options(1.3f, 0, 0.95f, 0.001f, 28)});
   DrawScratch scratch;
   for (const Case& c : cases) {
     const std::vector<float>& row = *c.row;
@@ -244,16 +267,6 @@ long double ExactLogSumExp(const std::vector<float>& v) {
   long double sum = 0;
   for (float x : v) sum += std::exp(static_cast<long double>(x) - max);
   return max + std::log(sum);
-}
-
-std::vector<float> LogitRow(size_t n, float scale, uint32_t seed) {
-  std::vector<float> v(n);
-  uint32_t state = seed;
-  for (float& x : v) {
-    state = state * 1664525u + 1013904223u;
-    x = scale * (static_cast<float>(state >> 8) / 16777216.0f - 0.5f);
-  }
-  return v;
 }
 
 // Rows for the one-read statistics: random ones, a rising ramp (the maximum moves on in every
