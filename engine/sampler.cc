@@ -48,16 +48,17 @@ TokenChoice SampleToken(absl::Span<const float> logits, const SamplingOptions& o
     ApplyPenalties(options, prompt, output, scratch);
     values = scratch.values;
   }
-  // One read of the raw row gives the logprob's log-sum-exp and, for a greedy draw from it, the
-  // token.
+  // One read of the raw row gives the logprob's log-sum-exp and, unless penalties rewrote the
+  // values drawn from, their largest entry: a greedy draw's token, a sampled draw's bound.
   const sampling::RowSummary raw = sampling::SummarizeRow(logits);
   const double lse = raw.log_sum_exp;
+  const int32_t top = values.data() == logits.data() ? raw.argmax : sampling::Argmax(values);
   TokenChoice choice;
   if (options.temperature == 0.0f) {
-    choice.token = values.data() == logits.data() ? raw.argmax : sampling::Argmax(values);
+    choice.token = top;
   } else {
-    choice.token =
-        sampling::DrawToken(values, RowOptionsFor(options, seed, output.size()), scratch.draw);
+    choice.token = sampling::DrawToken(values, top, RowOptionsFor(options, seed, output.size()),
+                                       scratch.draw);
   }
   choice.logprob = static_cast<float>(logits[choice.token] - lse);
   if (top_logprobs > 0) {

@@ -152,11 +152,11 @@ bool CannotReach(float value, float max, double inv_temperature, uint64_t stream
 // probability relative to the best reaches min_p, then the shortest prefix holding top_p of
 // what is left; the Gumbel-max trick with the (seed, position, token) noise picks among it, in
 // any order (ties go to the lower id).
-int32_t DrawToken(absl::Span<const float> v, const RowOptions& o, DrawScratch& scratch) {
+int32_t DrawToken(absl::Span<const float> v, int32_t top, const RowOptions& o,
+                  DrawScratch& scratch) {
   const uint64_t seed = (uint64_t{o.seed_high} << 32) | o.seed_low;
   const uint64_t stream = RowStream(seed, static_cast<uint64_t>(o.position));
   const int32_t vocab = static_cast<int32_t>(v.size());
-  const int32_t top = Argmax(v);
   const float max = v[top];
   int32_t n = vocab;
   std::vector<int32_t>& idx = scratch.ids;
@@ -211,6 +211,11 @@ int32_t DrawToken(absl::Span<const float> v, const RowOptions& o, DrawScratch& s
     if (!CannotReach(v[id], max, inv_temperature, stream, id, best_score)) consider(id);
   }
   return best;
+}
+
+int32_t DrawToken(absl::Span<const float> values, const RowOptions& options,
+                  DrawScratch& scratch) {
+  return DrawToken(values, Argmax(values), options, scratch);
 }
 
 double LogSumExp(absl::Span<const float> values) {

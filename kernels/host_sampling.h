@@ -25,6 +25,10 @@ struct DrawScratch {
 // temperature > 0, values non-empty).
 int32_t DrawToken(absl::Span<const float> values, const RowOptions& options,
                   DrawScratch& scratch);
+// The same draw when the caller has top = Argmax(values) already (the engine's sampler, from
+// SummarizeRow), which spares two reads of the row.
+int32_t DrawToken(absl::Span<const float> values, int32_t top, const RowOptions& options,
+                  DrawScratch& scratch);
 
 // log Σ exp(values): each term exp(v - max) in f32, the sum and the result in double
 // (REQUIRES: values non-empty).
