@@ -193,9 +193,9 @@ TEST(CpuThreadPoolTest, RunsAfterWorkersFellAsleep) {
 
 // Runs spaced by about the workers' spin, so that a worker starts to sleep at every moment
 // relative to the next Run's start. Before the Run's generation was stored seq_cst, a worker
-// could sleep through a Run (the pool's comment at WaitWhileEquals): two stress runs of this
-// loop on a 2-vCPU Zen 4 host hung at 2.0, 2.2 and 4.7 million Runs, and 12 million passed after
-// the change. The default count catches such a bug only sometimes (a few seconds of Runs);
+// could sleep through a Run (the pool's comment at WaitWhileEquals): three runs of this loop on
+// a 2-vCPU Zen 4 host hung at 2.0, 2.2 and 4.7 million Runs, and 12 million passed after the
+// change. The default count catches such a bug only sometimes (a few seconds of Runs);
 // MLASERVE_POOL_STRESS_RUNS=4000000 soaks it. A hang fails the test from a watchdog.
 TEST(CpuThreadPoolTest, StaysAwakeThroughRunsSpacedAtTheSpin) {
   const char* env = std::getenv("MLASERVE_POOL_STRESS_RUNS");
