@@ -18,6 +18,8 @@
 
 #include <cstdint>
 
+#include "kernels/cpu/cpu_exp_double.h"
+
 namespace mlaserve {
 namespace {
 
@@ -111,6 +113,36 @@ struct Avx512 {
     p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
     p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
     return _mm512_scalef_ps(p, n);
+  }
+
+  // Double lanes, for sampling probabilities (cpu_vector_impl.h): kDw of them, the first n
+  // floats of p widened (the rest 0), stored back n at a time.
+  using D = __m512d;
+  static constexpr int kDw = 8;
+  static D WidenN(const float* p, int64_t n) {
+    return _mm512_cvtps_pd(_mm256_maskz_loadu_ps(static_cast<__mmask8>(Mask(n)), p));
+  }
+  static void StoreDN(double* p, D x, int64_t n) {
+    _mm512_mask_storeu_pd(p, static_cast<__mmask8>(Mask(n)), x);
+  }
+  static D SubD(D a, D b) { return _mm512_sub_pd(a, b); }
+  static D DivD(D a, D b) { return _mm512_div_pd(a, b); }
+  static D Set1D(double x) { return _mm512_set1_pd(x); }
+  // exp(x) in double for x <= 0 (or NaN): 2^n · exp(r), |r| <= ln2/2 reduced with a two-part
+  // ln2, exp(r) by its degree-13 Taylor polynomial (truncation below 0.02 ulp), 2^n applied by
+  // vscalefpd, which rounds results below the normal range as a subnormal should; within an
+  // ulp or two of std::exp, 0 from x = -746 down (-inf included), NaN for NaN.
+  static D ExpD(D x) {
+    x = _mm512_max_pd(_mm512_set1_pd(-746.0), x);
+    const D n = _mm512_roundscale_pd(_mm512_mul_pd(x, _mm512_set1_pd(cpu_impl::kLog2E)),
+                                     _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    D r = _mm512_fnmadd_pd(n, _mm512_set1_pd(cpu_impl::kLn2Hi), x);
+    r = _mm512_fnmadd_pd(n, _mm512_set1_pd(cpu_impl::kLn2Lo), r);
+    D p = _mm512_set1_pd(cpu_impl::kExpTaylor[0]);
+    for (int i = 1; i < cpu_impl::kExpTaylorTerms; ++i) {
+      p = _mm512_fmadd_pd(p, r, _mm512_set1_pd(cpu_impl::kExpTaylor[i]));
+    }
+    return _mm512_scalef_pd(p, n);
   }
 
   static void LoadBf16Pairs(const uint32_t* p, F& even, F& odd) {

@@ -110,6 +110,11 @@ struct CpuKernels {
   // A row's softmax statistics from one read of x[0, n) (n >= 1), which stays out of the
   // outer caches (RowStats).
   RowStats (*row_stats)(const float* x, int64_t n);
+  // p[i] = exp((x[i] - max) / temperature) in double, i < n: sampling::RelativeProbability
+  // over a row (x[i] <= max or NaN), each within an ulp or two of std::exp's value (the
+  // portable build: std::exp itself).
+  void (*relative_probabilities)(const float* x, int64_t n, float max, float temperature,
+                                 double* p);
   // x[i] *= s.
   void (*scale)(float* x, int64_t n, float s);
   // y[i] += a * x[i].

@@ -3,6 +3,7 @@
 
 #include <cstdint>
 
+#include "kernels/cpu/cpu_exp_double.h"
 #include "kernels/cpu/cpu_gemm_impl.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/cpu_vector_impl.h"
@@ -79,6 +80,44 @@ struct Avx2 {
     const __m256i bits =
         _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
     return _mm256_andnot_ps(underflow, _mm256_mul_ps(p, _mm256_castsi256_ps(bits)));
+  }
+
+  // Double lanes, as in the AVX-512 build.
+  using D = __m256d;
+  static constexpr int kDw = 4;
+  static __m256i MaskD(int64_t n) {
+    const int64_t c = n < 0 ? 0 : (n > kDw ? kDw : n);
+    return _mm256_cmpgt_epi64(_mm256_set1_epi64x(c), _mm256_setr_epi64x(0, 1, 2, 3));
+  }
+  static D WidenN(const float* p, int64_t n) {
+    return _mm256_cvtps_pd(_mm256_castps256_ps128(LoadN(p, n < kDw ? n : kDw)));
+  }
+  static void StoreDN(double* p, D x, int64_t n) { _mm256_maskstore_pd(p, MaskD(n), x); }
+  static D SubD(D a, D b) { return _mm256_sub_pd(a, b); }
+  static D DivD(D a, D b) { return _mm256_div_pd(a, b); }
+  static D Set1D(double x) { return _mm256_set1_pd(x); }
+  // exp(x) in double as in the AVX-512 build (x in [-746, 709] after clamping, NaN kept);
+  // 2^n is applied as 2^(n - n/2) · 2^(n/2), two factors in the normal range built in the
+  // exponent field, so that a result below the normal range is rounded once, by the second
+  // product.
+  static D ExpD(D x) {
+    x = _mm256_max_pd(_mm256_set1_pd(-746.0), x);
+    x = _mm256_min_pd(_mm256_set1_pd(709.8), x);
+    const D n = _mm256_round_pd(_mm256_mul_pd(x, _mm256_set1_pd(cpu_impl::kLog2E)),
+                                _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    D r = _mm256_fnmadd_pd(n, _mm256_set1_pd(cpu_impl::kLn2Hi), x);
+    r = _mm256_fnmadd_pd(n, _mm256_set1_pd(cpu_impl::kLn2Lo), r);
+    D p = _mm256_set1_pd(cpu_impl::kExpTaylor[0]);
+    for (int i = 1; i < cpu_impl::kExpTaylorTerms; ++i) {
+      p = _mm256_fmadd_pd(p, r, _mm256_set1_pd(cpu_impl::kExpTaylor[i]));
+    }
+    const __m128i n32 = _mm256_cvtpd_epi32(n);  // NaN lanes: garbage, p is NaN there
+    const __m128i half = _mm_srai_epi32(n32, 1);
+    auto power = [](__m128i e) {  // 2^e, -1022 <= e <= 1023
+      const __m256i biased = _mm256_add_epi64(_mm256_cvtepi32_epi64(e), _mm256_set1_epi64x(1023));
+      return _mm256_castsi256_pd(_mm256_slli_epi64(biased, 52));
+    };
+    return _mm256_mul_pd(_mm256_mul_pd(p, power(_mm_sub_epi32(n32, half))), power(half));
   }
 
   static void LoadBf16Pairs(const uint32_t* p, F& even, F& odd) {

@@ -44,6 +44,17 @@ struct Scalar {
   static float ReduceAdd(F x) { return x; }
   static float Lane0(F x) { return x; }
   static F Exp(F x) { return std::exp(x); }
+  // Double "lanes", as in the SIMD builds; exp is std::exp itself.
+  using D = double;
+  static constexpr int kDw = 1;
+  static D WidenN(const float* p, int64_t n) { return n > 0 ? *p : 0.0; }
+  static void StoreDN(double* p, D x, int64_t n) {
+    if (n > 0) *p = x;
+  }
+  static D SubD(D a, D b) { return a - b; }
+  static D DivD(D a, D b) { return a / b; }
+  static D Set1D(double x) { return x; }
+  static D ExpD(D x) { return std::exp(x); }
   static void LoadBf16Pairs(const uint32_t* p, F& even, F& odd) {
     const uint32_t lo = *p << 16, hi = *p & 0xffff0000u;
     __builtin_memcpy(&even, &lo, sizeof even);

@@ -2,7 +2,9 @@
 // whole table. Same rules as cpu_gemm_impl.h: include only from the ISA files.
 //
 // Beyond what cpu_gemm_impl.h needs, V provides Sub, Mul, Div, Max, Exp (NaN in, NaN out; 0 for
-// very negative inputs) and Lane0 (the first lane as a float).
+// very negative inputs) and Lane0 (the first lane as a float); and in double lanes D (kDw of
+// them): WidenN (the first n floats as doubles), StoreDN, SubD, DivD, Set1D and ExpD (exp for
+// inputs up to 0, within an ulp or two, NaN kept).
 #ifndef MLASERVE_KERNELS_CPU_CPU_VECTOR_IMPL_H_
 #define MLASERVE_KERNELS_CPU_CPU_VECTOR_IMPL_H_
 
@@ -99,6 +101,16 @@ struct VectorImpl {
     return stats;
   }
 
+  static void RelativeProbabilities(const float* x, int64_t n, float max, float temperature,
+                                    double* p) {
+    constexpr int kDw = V::kDw;
+    const auto shift = V::Set1D(max), divisor = V::Set1D(temperature);
+    for (int64_t i = 0; i < n; i += kDw) {
+      const int64_t c = n - i;
+      V::StoreDN(p + i, V::ExpD(V::DivD(V::SubD(V::WidenN(x + i, c), shift), divisor)), c);
+    }
+  }
+
   static void Scale(float* x, int64_t n, float s) {
     const F sv = V::Set1(s);
     for (int64_t i = 0; i < n; i += kW) {
@@ -177,6 +189,7 @@ CpuKernels MakeCpuKernels(CpuIsa isa) {
   k.max = &E::Max;
   k.exp_sum = &E::ExpSum;
   k.row_stats = &E::RowStatsOf;
+  k.relative_probabilities = &E::RelativeProbabilities;
   k.scale = &E::Scale;
   k.axpy = &E::Axpy;
   k.silu_mul = &E::SiluMul;

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <limits>
 #include <numeric>
 #include <string>
@@ -211,6 +212,17 @@ TEST(HostSamplingTest, DrawsAreTheGumbelMaxOfTheKeptTokens) {
   cases.push_back({&steps, Options(0.5f, 0, 0.8f, 0.02f, 26)});
   cases.push_back({&wide, Options(1.0f, 0, 0.7f, 0.0f, 27)});
   cases.push_back({&wide, Options(1.3f, 0, 0.95f, 0.001f, 28)});
+  // top-k cuts inside a run of ties (steps), past the finite values into the -inf ones
+  // (masked keeps 1,333 finite of 2,000), just below the vocabulary, and with min-p and top-p
+  // walking the prefix.
+  for (int32_t top_k : {1, 7, 40, 333, 2999}) {
+    cases.push_back({&steps, Options(1.0f, top_k, 1.0f, 0.0f, 29)});
+  }
+  cases.push_back({&steps, Options(0.8f, 300, 0.6f, 0.0f, 30)});
+  cases.push_back({&masked, Options(1.0f, 1500, 1.0f, 0.0f, 31)});
+  cases.push_back({&flat, Options(1.0f, 10, 1.0f, 0.0f, 32)});
+  cases.push_back({&wide, Options(1.0f, 1000, 0.9f, 0.0f, 33)});
+  cases.push_back({&wide, Options(2.0f, 20000, 1.0f, 0.01f, 34)});
   DrawScratch scratch;
   for (const Case& c : cases) {
     const std::vector<float>& row = *c.row;
@@ -293,13 +305,70 @@ std::vector<std::vector<float>> StatsRows() {
   return rows;
 }
 
-// Every CPU build this processor runs: CpuKernels::row_stats against long double and
-// std::max_element; and SummarizeRow (the engine's) against the same references.
-TEST(HostSamplingTest, RowStatsMatchLongDouble) {
+// The CPU builds this processor runs (the AMX build's vector code is the AVX-512 BF16 one's).
+std::vector<CpuIsa> HostIsas() {
   std::vector<CpuIsa> isas = {CpuIsa::kScalar};
   for (CpuIsa isa : {CpuIsa::kAvx2, CpuIsa::kAvx512, CpuIsa::kAvx512Bf16}) {
     if (DetectCpuIsa() >= isa) isas.push_back(isa);
   }
+  return isas;
+}
+
+// Units in the last place between two non-negative doubles (their bit patterns are ordered
+// as the values are, subnormals included).
+int64_t UlpsApart(double a, double b) {
+  int64_t ia, ib;
+  std::memcpy(&ia, &a, sizeof ia);
+  std::memcpy(&ib, &b, sizeof ib);
+  return ia > ib ? ia - ib : ib - ia;
+}
+
+// Every CPU build this processor runs: CpuKernels::relative_probabilities against std::exp of
+// the same quotient, within two ulp: values from the maximum down through the subnormal results
+// (quotients -708 to -745) and past them to 0, masked (-inf) entries, a NaN, temperatures from
+// 0.05 to 50 and every length around the vector widths.
+TEST(HostSamplingTest, RelativeProbabilitiesMatchStdExp) {
+  const float inf = std::numeric_limits<float>::infinity();
+  for (float temperature : {0.05f, 0.7f, 1.0f, 1.3f, 50.0f}) {
+    const float max = 3.5f;
+    std::vector<float> v;
+    for (double d = 0.0; d < 760.0; d += 0.0137) {
+      v.push_back(static_cast<float>(max - temperature * d));
+    }
+    for (double d = 705.0; d < 748.0; d += 0.001) {
+      v.push_back(static_cast<float>(max - temperature * d));
+    }
+    v.push_back(max);
+    v.push_back(-inf);
+    v.push_back(std::numeric_limits<float>::quiet_NaN());
+    for (CpuIsa isa : HostIsas()) {
+      const CpuKernels& kernels = GetCpuKernels(isa);
+      for (size_t n : {size_t{1}, size_t{3}, size_t{4}, size_t{7}, size_t{9}, size_t{17}, v.size()}) {
+        const size_t first = v.size() - n;  // the row's last n entries: -inf and NaN included
+        std::vector<double> p(n + 1, -1.0);
+        kernels.relative_probabilities(v.data() + first, static_cast<int64_t>(n), max,
+                                       temperature, p.data());
+        EXPECT_EQ(p[n], -1.0) << CpuIsaName(isa) << ": wrote past n=" << n;
+        for (size_t i = 0; i < n; ++i) {
+          const float x = v[first + i];
+          const double want = std::exp((static_cast<double>(x) - max) / temperature);
+          if (std::isnan(want)) {
+            EXPECT_TRUE(std::isnan(p[i])) << CpuIsaName(isa) << " x=" << x;
+            continue;
+          }
+          ASSERT_LE(UlpsApart(p[i], want), 2)
+              << CpuIsaName(isa) << " T=" << temperature << " x=" << x << ": " << p[i]
+              << " against " << want;
+        }
+      }
+    }
+  }
+}
+
+// Every CPU build this processor runs: CpuKernels::row_stats against long double and
+// std::max_element; and SummarizeRow (the engine's) against the same references.
+TEST(HostSamplingTest, RowStatsMatchLongDouble) {
+  const std::vector<CpuIsa> isas = HostIsas();
   for (const std::vector<float>& v : StatsRows()) {
     const auto top = std::max_element(v.begin(), v.end());
     const float max = *top;

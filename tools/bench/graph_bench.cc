@@ -20,13 +20,13 @@
 //
 // With --read_logits every logit of a step is read (each row's largest found) before the next
 // step's timer starts, as the engine's sampler reads them between two steps of the daemon.
-// With --sample=greedy (or =top_p) the engine's own sampler draws every row between steps, on
-// the backend's threads as the engine does (SampleToken, with the token's logprob), and the
-// report adds its median time per step.
+// With --sample=greedy (or temperature, top_p, top_k) the engine's own sampler draws every row
+// between steps, on the backend's threads as the engine does (SampleToken, with the token's
+// logprob), and the report adds its median time per step.
 //
 //   mlaserve-graph-bench --model=/tmp/bench/lite-slice-4 [--batches=1,8,64] [--context=512]
 //       [--rounds=5] [--steps=10] [--threads=0] [--deterministic] [--dtype=float32]
-//       [--kv_cache_dtype=auto] [--read_logits | --sample=greedy|top_p]
+//       [--kv_cache_dtype=auto] [--read_logits | --sample=greedy|temperature|top_p|top_k]
 
 #include <algorithm>
 #include <chrono>
@@ -66,7 +66,8 @@ ABSL_FLAG(bool, read_logits, false,
 
 ABSL_FLAG(std::string, sample, "",
           "draw every row with the engine's sampler between steps, untimed in the step: greedy "
-          "(temperature 0) or top_p (temperature 1, top_p 0.9); empty: no draw");
+          "(temperature 0), temperature (1, no cut), top_p (temperature 1, top_p 0.9) or top_k "
+          "(temperature 1, top_k 50); empty: no draw");
 
 namespace mlaserve {
 namespace {
@@ -190,10 +191,15 @@ int Run() {
   const std::string sample = absl::GetFlag(FLAGS_sample);
   if (sample == "greedy") {
     sampling = SamplingOptions{.temperature = 0.0f};
+  } else if (sample == "temperature") {
+    sampling = SamplingOptions{.temperature = 1.0f};
   } else if (sample == "top_p") {
     sampling = SamplingOptions{.temperature = 1.0f, .top_p = 0.9f};
+  } else if (sample == "top_k") {
+    sampling = SamplingOptions{.temperature = 1.0f, .top_k = 50};
   } else if (!sample.empty()) {
-    std::fprintf(stderr, "--sample must be greedy or top_p, not %s\n", sample.c_str());
+    std::fprintf(stderr, "--sample must be greedy, temperature, top_p or top_k, not %s\n",
+                 sample.c_str());
     return 1;
   }
 
