@@ -3,9 +3,7 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
-#include <cstring>
 #include <limits>
-#include <numeric>
 #include <utility>
 #include <vector>
 
@@ -164,24 +162,6 @@ int32_t KeepByMass(absl::Span<const float> v, int32_t top, float max, const RowO
   return n;  // all of the bucket when its sum in rank order fell short by rounding
 }
 
-// Whether a kept token's score (StreamDrawScore) is certainly below `best`. Its Gumbel noise
-// -log(-log u) is at most -log(1 - u), since -log u >= 1 - u, so it stays below best when
-// 1 - u > exp(a - best), a = (value - max) / temperature (inv_temperature = 1 / temperature).
-// With t = a - best + 1e-6 (the margin covers every rounding) and 2^e <= 1 - u (e its binary
-// exponent), e > t * log2(e) + 1 is enough: no logarithm is taken, and a draw skips the noise of
-// most tokens this way and picks the same token.
-bool CannotReach(float value, float max, double inv_temperature, uint64_t stream, int32_t id,
-                 double best) {
-  const double t = (static_cast<double>(value) - max) * inv_temperature - best + 1e-6;
-  if (!(t < 0)) return false;  // NaN included
-  if (t < -38) return true;    // -log(1 - u) <= 53 ln 2 < 36.8 for every uniform below 1
-  const double rest = 1.0 - StreamUniform(stream, static_cast<uint32_t>(id));  // >= 2^-54
-  uint64_t bits;
-  std::memcpy(&bits, &rest, sizeof bits);
-  const int exponent = static_cast<int>((bits >> 52) & 0x7ff) - 1023;
-  return exponent > t * 1.4426950408889634 + 1.0 + 1e-9;
-}
-
 }  // namespace
 
 // Draws from softmax(values / temperature) restricted by top-k, min-p and top-p. The kept set is
@@ -223,9 +203,9 @@ int32_t DrawToken(absl::Span<const float> v, int32_t top, const RowOptions& o,
       }
     }
   }
-  // The highest score, ties to the lower id, over the kept tokens.
-  // The kept tokens are idx[0, n); without a cut every token is kept.
-  auto kept_id = [&](int32_t i) { return cut ? idx[i] : i; };
+  // The highest score, ties to the lower id, over the kept tokens idx[0, n) (every token
+  // without a cut), of those the Gumbel screen (CpuKernels::gumbel_screen) lets through: a
+  // chunk at a time against the best score before it, which only rises.
   int32_t best = top;
   double best_score = -std::numeric_limits<double>::infinity();
   auto consider = [&](int32_t id) {
@@ -236,10 +216,18 @@ int32_t DrawToken(absl::Span<const float> v, int32_t top, const RowOptions& o,
     }
   };
   consider(top);  // kept by every cut: the largest value first, for the bound
-  const double inv_temperature = 1.0 / static_cast<double>(o.temperature);
-  for (int32_t i = 0; i < n; ++i) {
-    const int32_t id = kept_id(i);
-    if (!CannotReach(v[id], max, inv_temperature, stream, id, best_score)) consider(id);
+  GumbelScreen screen{.values = v.data(),
+                      .max = max,
+                      .inv_temperature = 1.0 / static_cast<double>(o.temperature),
+                      .stream = stream,
+                      .best = best_score};
+  constexpr int32_t kChunk = 256;
+  std::array<int32_t, kChunk> through;
+  for (int32_t begin = 0; begin < n; begin += kChunk) {
+    screen.best = best_score;
+    const int32_t m = Kernels().gumbel_screen(screen, cut ? idx.data() : nullptr, begin,
+                                              std::min(n, begin + kChunk), through.data());
+    for (int32_t j = 0; j < m; ++j) consider(through[static_cast<size_t>(j)]);
   }
   return best;
 }

@@ -19,6 +19,8 @@
 #include <cstdint>
 
 #include "kernels/cpu/cpu_exp_double.h"
+#include "kernels/cpu/cpu_gumbel_screen.h"
+#include "kernels/cpu/cpu_kernels.h"
 
 namespace mlaserve {
 namespace {
@@ -143,6 +145,48 @@ struct Avx512 {
       p = _mm512_fmadd_pd(p, r, _mm512_set1_pd(cpu_impl::kExpTaylor[i]));
     }
     return _mm512_scalef_pd(p, n);
+  }
+
+  // Gumbel screen lanes (cpu_gumbel_screen.h): eight tokens, the rule in double lanes and the
+  // noise's SplitMix64 in 64-bit ones.
+  static constexpr int kScreenLanes = 8;
+  static __m256i LoadIds(const int32_t* p) {
+    return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+  }
+  static __m256i IotaIds(int32_t first) {
+    return _mm256_add_epi32(_mm256_set1_epi32(first), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+  }
+  static __m256 LoadValues(const float* p) { return _mm256_loadu_ps(p); }
+  static __m256 GatherValues(const float* v, __m256i ids) { return _mm256_i32gather_ps(v, ids, 4); }
+  static uint32_t ScreenMask(const GumbelScreen& s, __m256 values, __m256i ids) {
+    auto set = [](uint64_t c) { return _mm512_set1_epi64(static_cast<long long>(c)); };
+    auto mix = [&](__m512i x, int shift, uint64_t c) {
+      return _mm512_mullo_epi64(_mm512_xor_si512(x, _mm512_srli_epi64(x, shift)), set(c));
+    };
+    __m512d t = _mm512_sub_pd(_mm512_cvtps_pd(values), _mm512_set1_pd(s.max));
+    t = _mm512_mul_pd(t, _mm512_set1_pd(s.inv_temperature));
+    t = _mm512_add_pd(_mm512_sub_pd(t, _mm512_set1_pd(s.best)),
+                      _mm512_set1_pd(cpu_impl::kScreenMargin));
+    const __mmask8 near = _mm512_cmp_pd_mask(t, _mm512_setzero_pd(), _CMP_NLT_UQ);
+    const __mmask8 above_floor =
+        _mm512_cmp_pd_mask(t, _mm512_set1_pd(cpu_impl::kScreenFloor), _CMP_NLT_UQ);
+    // sampling::StreamUniform(stream, id): SplitMix64(stream ^ id * golden).
+    constexpr uint64_t kGolden = 0x9e3779b97f4a7c15ull;
+    __m512i x = _mm512_mullo_epi64(_mm512_cvtepu32_epi64(ids), set(kGolden));
+    x = _mm512_add_epi64(_mm512_xor_si512(x, set(s.stream)), set(kGolden));
+    x = mix(mix(x, 30, 0xbf58476d1ce4e5b9ull), 27, 0x94d049bb133111ebull);
+    x = _mm512_xor_si512(x, _mm512_srli_epi64(x, 31));
+    const __m512d u = _mm512_mul_pd(
+        _mm512_add_pd(_mm512_cvtepu64_pd(_mm512_srli_epi64(x, 11)), _mm512_set1_pd(0.5)),
+        _mm512_set1_pd(1.0 / 9007199254740992.0));
+    const __m512i rest = _mm512_castpd_si512(_mm512_sub_pd(_mm512_set1_pd(1.0), u));
+    const __m512d exponent = _mm512_sub_pd(
+        _mm512_cvtepi64_pd(_mm512_and_si512(_mm512_srli_epi64(rest, 52), set(0x7ff))),
+        _mm512_set1_pd(1023.0));
+    const __m512d bound = _mm512_add_pd(_mm512_mul_pd(t, _mm512_set1_pd(cpu_impl::kScreenLog2E)),
+                                        _mm512_set1_pd(cpu_impl::kScreenSlack));
+    const __mmask8 lifted = _mm512_cmp_pd_mask(exponent, bound, _CMP_NGT_UQ);
+    return static_cast<uint32_t>(near | (above_floor & lifted));
   }
 
   static void LoadBf16Pairs(const uint32_t* p, F& even, F& odd) {

@@ -89,6 +89,17 @@ struct RowStats {
   double sum_exp = 0.0;
 };
 
+// What the Gumbel screen of a sampled draw needs (sampling::DrawToken; the rule:
+// cpu_gumbel_screen.h): the row, its largest value, 1 / temperature, the row's noise stream
+// (sampling::RowStream) and the best Gumbel-max score found so far.
+struct GumbelScreen {
+  const float* values = nullptr;
+  float max = 0.0f;
+  double inv_temperature = 1.0;
+  uint64_t stream = 0;
+  double best = 0.0;
+};
+
 struct CpuKernels {
   CpuIsa isa;
   // Columns of one packed B panel: work split over threads in multiples of it keeps every
@@ -115,6 +126,11 @@ struct CpuKernels {
   // portable build: std::exp itself).
   void (*relative_probabilities)(const float* x, int64_t n, float max, float temperature,
                                  double* p);
+  // The tokens ids[i] (i itself when ids is null), begin <= i < end, that the Gumbel screen
+  // keeps (those whose score could still reach screen.best), in order, into out; returns how
+  // many. Every build keeps exactly the tokens the scalar rule keeps.
+  int32_t (*gumbel_screen)(const GumbelScreen& screen, const int32_t* ids, int32_t begin,
+                           int32_t end, int32_t* out);
   // x[i] *= s.
   void (*scale)(float* x, int64_t n, float s);
   // y[i] += a * x[i].

@@ -5,6 +5,7 @@
 
 #include "kernels/cpu/cpu_exp_double.h"
 #include "kernels/cpu/cpu_gemm_impl.h"
+#include "kernels/cpu/cpu_gumbel_screen.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/cpu_vector_impl.h"
 
@@ -118,6 +119,66 @@ struct Avx2 {
       return _mm256_castsi256_pd(_mm256_slli_epi64(biased, 52));
     };
     return _mm256_mul_pd(_mm256_mul_pd(p, power(_mm_sub_epi32(n32, half))), power(half));
+  }
+
+  // Gumbel screen lanes (cpu_gumbel_screen.h): four tokens, the rule in double lanes; AVX2
+  // has no 64-bit multiply nor 64-bit integer conversion, so both are built from 32-bit halves.
+  static constexpr int kScreenLanes = 4;
+  static __m128i LoadIds(const int32_t* p) {
+    return _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+  }
+  static __m128i IotaIds(int32_t first) {
+    return _mm_add_epi32(_mm_set1_epi32(first), _mm_setr_epi32(0, 1, 2, 3));
+  }
+  static __m128 LoadValues(const float* p) { return _mm_loadu_ps(p); }
+  static __m128 GatherValues(const float* v, __m128i ids) { return _mm_i32gather_ps(v, ids, 4); }
+  static __m256i Set64(uint64_t c) { return _mm256_set1_epi64x(static_cast<long long>(c)); }
+  // The low 64 bits of a * c, lane by lane.
+  static __m256i MulLo64(__m256i a, uint64_t c) {
+    const __m256i c_lo = Set64(c & 0xffffffffu), c_hi = Set64(c >> 32);
+    const __m256i cross = _mm256_add_epi64(_mm256_mul_epu32(_mm256_srli_epi64(a, 32), c_lo),
+                                           _mm256_mul_epu32(a, c_hi));
+    return _mm256_add_epi64(_mm256_mul_epu32(a, c_lo), _mm256_slli_epi64(cross, 32));
+  }
+  // x as a double, exactly, for 0 <= x < 2^53: each 32-bit half placed in the significand of
+  // 2^52 or 2^84 and that power taken off.
+  static __m256d U53ToDouble(__m256i x) {
+    const __m256d lo = _mm256_sub_pd(
+        _mm256_castsi256_pd(_mm256_or_si256(_mm256_and_si256(x, Set64(0xffffffffu)),
+                                            Set64(0x4330000000000000ull))),
+        _mm256_set1_pd(4503599627370496.0));  // 2^52
+    const __m256d hi = _mm256_sub_pd(
+        _mm256_castsi256_pd(_mm256_or_si256(_mm256_srli_epi64(x, 32), Set64(0x4530000000000000ull))),
+        _mm256_set1_pd(19342813113834066795298816.0));  // 2^84
+    return _mm256_add_pd(hi, lo);
+  }
+  static uint32_t ScreenMask(const GumbelScreen& s, __m128 values, __m128i ids) {
+    auto mix = [](__m256i x, int shift, uint64_t c) {
+      return MulLo64(_mm256_xor_si256(x, _mm256_srli_epi64(x, shift)), c);
+    };
+    __m256d t = _mm256_sub_pd(_mm256_cvtps_pd(values), _mm256_set1_pd(s.max));
+    t = _mm256_mul_pd(t, _mm256_set1_pd(s.inv_temperature));
+    t = _mm256_add_pd(_mm256_sub_pd(t, _mm256_set1_pd(s.best)),
+                      _mm256_set1_pd(cpu_impl::kScreenMargin));
+    const __m256d near = _mm256_cmp_pd(t, _mm256_setzero_pd(), _CMP_NLT_UQ);
+    const __m256d above_floor = _mm256_cmp_pd(t, _mm256_set1_pd(cpu_impl::kScreenFloor), _CMP_NLT_UQ);
+    constexpr uint64_t kGolden = 0x9e3779b97f4a7c15ull;
+    __m256i x = MulLo64(_mm256_cvtepu32_epi64(ids), kGolden);
+    x = _mm256_add_epi64(_mm256_xor_si256(x, Set64(s.stream)), Set64(kGolden));
+    x = mix(mix(x, 30, 0xbf58476d1ce4e5b9ull), 27, 0x94d049bb133111ebull);
+    x = _mm256_xor_si256(x, _mm256_srli_epi64(x, 31));
+    const __m256d u = _mm256_mul_pd(
+        _mm256_add_pd(U53ToDouble(_mm256_srli_epi64(x, 11)), _mm256_set1_pd(0.5)),
+        _mm256_set1_pd(1.0 / 9007199254740992.0));
+    const __m256i rest = _mm256_castpd_si256(_mm256_sub_pd(_mm256_set1_pd(1.0), u));
+    const __m256d exponent = _mm256_sub_pd(
+        U53ToDouble(_mm256_and_si256(_mm256_srli_epi64(rest, 52), Set64(0x7ff))),
+        _mm256_set1_pd(1023.0));
+    const __m256d bound = _mm256_add_pd(_mm256_mul_pd(t, _mm256_set1_pd(cpu_impl::kScreenLog2E)),
+                                        _mm256_set1_pd(cpu_impl::kScreenSlack));
+    const __m256d lifted = _mm256_cmp_pd(exponent, bound, _CMP_NGT_UQ);
+    return static_cast<uint32_t>(
+        _mm256_movemask_pd(_mm256_or_pd(near, _mm256_and_pd(above_floor, lifted))));
   }
 
   static void LoadBf16Pairs(const uint32_t* p, F& even, F& odd) {

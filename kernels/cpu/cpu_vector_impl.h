@@ -4,7 +4,9 @@
 // Beyond what cpu_gemm_impl.h needs, V provides Sub, Mul, Div, Max, Exp (NaN in, NaN out; 0 for
 // very negative inputs) and Lane0 (the first lane as a float); and in double lanes D (kDw of
 // them): WidenN (the first n floats as doubles), StoreDN, SubD, DivD, Set1D and ExpD (exp for
-// inputs up to 0, within an ulp or two, NaN kept).
+// inputs up to 0, within an ulp or two, NaN kept). Optionally the Gumbel screen's lanes
+// (kScreenLanes, LoadIds, IotaIds, LoadValues, GatherValues, ScreenMask: see
+// cpu_gumbel_screen.h); without them the screen runs token by token.
 #ifndef MLASERVE_KERNELS_CPU_CPU_VECTOR_IMPL_H_
 #define MLASERVE_KERNELS_CPU_CPU_VECTOR_IMPL_H_
 
@@ -13,6 +15,7 @@
 #include <limits>
 
 #include "kernels/cpu/cpu_gemm_impl.h"
+#include "kernels/cpu/cpu_gumbel_screen.h"
 #include "kernels/cpu/cpu_kernels.h"
 
 namespace mlaserve::cpu_impl {
@@ -111,6 +114,15 @@ struct VectorImpl {
     }
   }
 
+  static int32_t GumbelScreenOf(const GumbelScreen& s, const int32_t* ids, int32_t begin,
+                                int32_t end, int32_t* out) {
+    if constexpr (requires { V::kScreenLanes; }) {
+      return ScreenTokens<V>(s, ids, begin, end, out);
+    } else {
+      return ScreenTokensScalar(s, ids, begin, end, out);
+    }
+  }
+
   static void Scale(float* x, int64_t n, float s) {
     const F sv = V::Set1(s);
     for (int64_t i = 0; i < n; i += kW) {
@@ -190,6 +202,7 @@ CpuKernels MakeCpuKernels(CpuIsa isa) {
   k.exp_sum = &E::ExpSum;
   k.row_stats = &E::RowStatsOf;
   k.relative_probabilities = &E::RelativeProbabilities;
+  k.gumbel_screen = &E::GumbelScreenOf;
   k.scale = &E::Scale;
   k.axpy = &E::Axpy;
   k.silu_mul = &E::SiluMul;

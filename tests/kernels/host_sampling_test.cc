@@ -17,6 +17,7 @@
 
 #include "gtest/gtest.h"
 #include "kernels/cpu/cpu_features.h"
+#include "kernels/cpu/cpu_gumbel_screen.h"
 #include "kernels/cpu/cpu_kernels.h"
 
 namespace mlaserve::sampling {
@@ -359,6 +360,64 @@ TEST(HostSamplingTest, RelativeProbabilitiesMatchStdExp) {
           ASSERT_LE(UlpsApart(p[i], want), 2)
               << CpuIsaName(isa) << " T=" << temperature << " x=" << x << ": " << p[i]
               << " against " << want;
+        }
+      }
+    }
+  }
+}
+
+// Every CPU build this processor runs: CpuKernels::gumbel_screen drops only tokens whose exact
+// Gumbel-max score (StreamDrawScore) is below the best, keeps exactly the tokens of the rule
+// token by token (cpu_impl::ScreenKeeps), and with a best score a winner would have drops most
+// of a row. Tokens gathered through ids and counted alike, lengths around the lane counts,
+// NaN and -inf values, temperatures 0.05 to 50.
+TEST(HostSamplingTest, GumbelScreenDropsOnlyTokensThatCannotWin) {
+  const std::vector<float> row = [] {
+    std::vector<float> v = LogitRow(5000, 12.0f, 41);
+    v[17] = std::numeric_limits<float>::quiet_NaN();
+    v[18] = -std::numeric_limits<float>::infinity();
+    return v;
+  }();
+  const float max = 6.0f;  // above every finite value of the row
+  std::vector<int32_t> ids;
+  for (int32_t i = 4999; i >= 0; i -= 3) ids.push_back(i);
+  for (CpuIsa isa : HostIsas()) {
+    const CpuKernels& kernels = GetCpuKernels(isa);
+    for (float temperature : {0.05f, 0.7f, 1.0f, 50.0f}) {
+      for (double best : {-5.0, 0.0, 2.0, 9.0}) {
+        const uint64_t stream = RowStream(77, static_cast<uint64_t>(best * 10 + temperature));
+        const GumbelScreen screen{.values = row.data(),
+                                  .max = max,
+                                  .inv_temperature = 1.0 / static_cast<double>(temperature),
+                                  .stream = stream,
+                                  .best = best};
+        for (const bool gathered : {false, true}) {
+          const int32_t* through_ids = gathered ? ids.data() : nullptr;
+          const int32_t count = gathered ? static_cast<int32_t>(ids.size()) : 5000;
+          for (int32_t begin : {0, 3}) {
+            for (int32_t end : {count, count - 5, begin + 9}) {
+              std::vector<int32_t> out(static_cast<size_t>(end - begin));
+              const int32_t m = kernels.gumbel_screen(screen, through_ids, begin, end, out.data());
+              out.resize(static_cast<size_t>(m));
+              std::vector<int32_t> want;
+              for (int32_t i = begin; i < end; ++i) {
+                const int32_t id = gathered ? ids[static_cast<size_t>(i)] : i;
+                const bool keeps = cpu_impl::ScreenKeeps(screen, row[static_cast<size_t>(id)], id);
+                if (keeps) want.push_back(id);
+                const double score =
+                    StreamDrawScore(row[static_cast<size_t>(id)], max, temperature, stream, id);
+                if (!keeps) {
+                  ASSERT_LT(score, best) << CpuIsaName(isa) << " dropped token " << id;
+                }
+              }
+              ASSERT_EQ(out, want) << CpuIsaName(isa) << " T=" << temperature << " best=" << best
+                                   << " gathered=" << gathered << " [" << begin << ", " << end
+                                   << ")";
+              if (temperature == 1.0f && best == 9.0 && end == count) {
+                EXPECT_LT(m, count / 20) << CpuIsaName(isa) << ": the screen keeps too much";
+              }
+            }
+          }
         }
       }
     }
