@@ -56,7 +56,7 @@ void SortByRank(absl::Span<const float> v, uint32_t* keys, int32_t* ids, int32_t
 // Buckets of DescendingKey (its sign, exponent and top three mantissa bits): the cuts below
 // find the bucket they end in from a pass over the row and rank that bucket's tokens alone.
 constexpr int kBucketShift = 20;
-constexpr size_t kMassBuckets = size_t{1} << (32 - kBucketShift);
+constexpr size_t kRankBuckets = size_t{1} << (32 - kBucketShift);
 
 // The top_k best tokens (0 < top_k < v.size()) in rank order, into scratch.ids[0, top_k): the
 // same as std::nth_element and std::sort by RankKey, from a count of each bucket's tokens and
@@ -66,7 +66,7 @@ void KeepTopK(absl::Span<const float> v, int32_t top_k, DrawScratch& s) {
   const size_t vocab = v.size();
   std::vector<uint32_t>& keys = s.keys;
   keys.resize(3 * vocab);  // each token's key, then the sort's keys and buffer
-  std::array<int32_t, kMassBuckets> count{};
+  std::array<int32_t, kRankBuckets> count{};
   for (size_t i = 0; i < vocab; ++i) {
     keys[i] = DescendingKey(v[i]);
     ++count[keys[i] >> kBucketShift];
@@ -88,7 +88,7 @@ void KeepTopK(absl::Span<const float> v, int32_t top_k, DrawScratch& s) {
 // The kept tokens of a draw without a top-k cut, into scratch.ids[0, n); returns n. Those whose
 // probability relative to the best reaches min_p (the best, `top`, always), then for top_p < 1
 // the shortest prefix of them in rank order that holds top_p of their total. The prefix is
-// found without sorting the row: the mass of each of kMassBuckets buckets of DescendingKey (the
+// found without sorting the row: the mass of each of kRankBuckets buckets of DescendingKey (the
 // value's sign, exponent and top three mantissa bits) gives the bucket where the prefix ends,
 // and only that bucket's tokens are sorted. The sums run bucket by bucket, each in id order,
 // not in rank order, so a cut may differ from a rank-order sum's (and the device's) only
@@ -106,7 +106,7 @@ int32_t KeepByMass(absl::Span<const float> v, int32_t top, float max, const RowO
   std::vector<uint32_t>& keys = s.keys;
   keys.resize(3 * vocab);  // each token's key, then the boundary sort's keys and buffer
   std::vector<double>& mass = s.bucket_mass;
-  mass.assign(kMassBuckets, 0.0);
+  mass.assign(kRankBuckets, 0.0);
   const bool by_mass = o.top_p < 1.0f;
   // kept(i): p[i] is not below min_p (a NaN stays, as a rank-order walk keeps it), or i is
   // the best.
@@ -131,9 +131,9 @@ int32_t KeepByMass(absl::Span<const float> v, int32_t top, float max, const RowO
   double total = 0.0;
   for (double m : mass) total += m;
   const double target = o.top_p * total;
-  size_t end_bucket = kMassBuckets;  // kept: buckets before it, and a prefix of it
+  size_t end_bucket = kRankBuckets;  // kept: buckets before it, and a prefix of it
   double before = 0.0;                // the mass of the buckets before it
-  for (size_t b = 0; b < kMassBuckets; ++b) {
+  for (size_t b = 0; b < kRankBuckets; ++b) {
     if (before + mass[b] >= target) {  // never when a NaN took part: all are kept
       end_bucket = b;
       break;
