@@ -163,7 +163,11 @@ struct Avx2 {
     const __m256d near = _mm256_cmp_pd(t, _mm256_setzero_pd(), _CMP_NLT_UQ);
     const __m256d above_floor = _mm256_cmp_pd(t, _mm256_set1_pd(cpu_impl::kScreenFloor), _CMP_NLT_UQ);
     constexpr uint64_t kGolden = 0x9e3779b97f4a7c15ull;
-    __m256i x = MulLo64(_mm256_cvtepu32_epi64(ids), kGolden);
+    // id * golden for ids below 2^32: two 32-bit products.
+    const __m256i id64 = _mm256_cvtepu32_epi64(ids);
+    __m256i x = _mm256_add_epi64(
+        _mm256_mul_epu32(id64, Set64(kGolden & 0xffffffffu)),
+        _mm256_slli_epi64(_mm256_mul_epu32(id64, Set64(kGolden >> 32)), 32));
     x = _mm256_add_epi64(_mm256_xor_si256(x, Set64(s.stream)), Set64(kGolden));
     x = mix(mix(x, 30, 0xbf58476d1ce4e5b9ull), 27, 0x94d049bb133111ebull);
     x = _mm256_xor_si256(x, _mm256_srli_epi64(x, 31));
@@ -171,9 +175,11 @@ struct Avx2 {
         _mm256_add_pd(U53ToDouble(_mm256_srli_epi64(x, 11)), _mm256_set1_pd(0.5)),
         _mm256_set1_pd(1.0 / 9007199254740992.0));
     const __m256i rest = _mm256_castpd_si256(_mm256_sub_pd(_mm256_set1_pd(1.0), u));
+    // The biased exponent (rest > 0, so the sign bit is clear) in the significand of 2^52.
     const __m256d exponent = _mm256_sub_pd(
-        U53ToDouble(_mm256_and_si256(_mm256_srli_epi64(rest, 52), Set64(0x7ff))),
-        _mm256_set1_pd(1023.0));
+        _mm256_castsi256_pd(
+            _mm256_or_si256(_mm256_srli_epi64(rest, 52), Set64(0x4330000000000000ull))),
+        _mm256_set1_pd(4503599627370496.0 + 1023.0));
     const __m256d bound = _mm256_add_pd(_mm256_mul_pd(t, _mm256_set1_pd(cpu_impl::kScreenLog2E)),
                                         _mm256_set1_pd(cpu_impl::kScreenSlack));
     const __m256d lifted = _mm256_cmp_pd(exponent, bound, _CMP_NGT_UQ);
