@@ -157,7 +157,9 @@ struct Avx512 {
     return _mm256_add_epi32(_mm256_set1_epi32(first), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
   }
   static __m256 LoadValues(const float* p) { return _mm256_loadu_ps(p); }
-  static __m256 GatherValues(const float* v, __m256i ids) { return _mm256_i32gather_ps(v, ids, 4); }
+  static __m256 GatherValues(const float* v, const int32_t* ids) {
+    return _mm256_i32gather_ps(v, LoadIds(ids), 4);
+  }
   static uint32_t ScreenMask(const GumbelScreen& s, __m256 values, __m256i ids) {
     auto set = [](uint64_t c) { return _mm512_set1_epi64(static_cast<long long>(c)); };
     auto mix = [&](__m512i x, int shift, uint64_t c) {

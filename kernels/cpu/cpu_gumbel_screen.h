@@ -49,9 +49,9 @@ inline int32_t ScreenTokensScalar(const GumbelScreen& s, const int32_t* ids, int
 }
 
 // The SIMD loop over V's screen lanes: V::kScreenLanes tokens at a time, their ids loaded
-// (V::LoadIds) or counted (V::IotaIds), their values loaded or gathered, and V::ScreenMask's
-// bits of the kept lanes (the scalar rule, lane by lane, in the same operations) walked; the
-// tail token by token.
+// (V::LoadIds) or counted (V::IotaIds), their values loaded or gathered through the ids
+// (V::GatherValues(values, ids)), and V::ScreenMask's bits of the kept lanes (the scalar rule,
+// lane by lane, in the same operations) walked; the tail token by token.
 template <class V>
 int32_t ScreenTokens(const GumbelScreen& s, const int32_t* ids, int32_t begin, int32_t end,
                      int32_t* out) {
@@ -61,8 +61,7 @@ int32_t ScreenTokens(const GumbelScreen& s, const int32_t* ids, int32_t begin, i
   for (; i + kLanes <= end; i += kLanes) {
     uint32_t mask;
     if (ids != nullptr) {
-      const auto lane_ids = V::LoadIds(ids + i);
-      mask = V::ScreenMask(s, V::GatherValues(s.values, lane_ids), lane_ids);
+      mask = V::ScreenMask(s, V::GatherValues(s.values, ids + i), V::LoadIds(ids + i));
     } else {
       mask = V::ScreenMask(s, V::LoadValues(s.values + i), V::IotaIds(i));
     }
