@@ -38,10 +38,18 @@ struct RowOptions {
 };
 static_assert(sizeof(RowOptions) == 8 * sizeof(int32_t), "eight i32 words a row");
 
+// SplitMix64's increment (the golden ratio in 64 bits) and multipliers; the CPU kernels'
+// vector screen (kernels/cpu/cpu_gumbel_screen.h) hashes with the same ones.
+inline constexpr uint64_t kSplitMixGamma = 0x9e3779b97f4a7c15ull;
+inline constexpr uint64_t kSplitMixMul1 = 0xbf58476d1ce4e5b9ull;
+inline constexpr uint64_t kSplitMixMul2 = 0x94d049bb133111ebull;
+// 2^-53: a 53-bit integer times it is in [0, 1).
+inline constexpr double kUniformScale = 1.0 / 9007199254740992.0;
+
 MLASERVE_HOST_DEVICE inline uint64_t SplitMix64(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  x += kSplitMixGamma;
+  x = (x ^ (x >> 30)) * kSplitMixMul1;
+  x = (x ^ (x >> 27)) * kSplitMixMul2;
   return x ^ (x >> 31);
 }
 
@@ -52,8 +60,8 @@ MLASERVE_HOST_DEVICE inline uint64_t RowStream(uint64_t seed, uint64_t position)
 
 // Uniform in (0, 1), 53 random bits, never 0 or 1: token's draw from a row's stream.
 MLASERVE_HOST_DEVICE inline double StreamUniform(uint64_t stream, uint32_t token) {
-  const uint64_t bits = SplitMix64(stream ^ (uint64_t{token} * 0x9e3779b97f4a7c15ull));
-  return (static_cast<double>(bits >> 11) + 0.5) * (1.0 / 9007199254740992.0);
+  const uint64_t bits = SplitMix64(stream ^ (uint64_t{token} * kSplitMixGamma));
+  return (static_cast<double>(bits >> 11) + 0.5) * kUniformScale;
 }
 
 MLASERVE_HOST_DEVICE inline double TokenUniform(uint64_t seed, uint64_t position, uint32_t token) {

@@ -18,7 +18,6 @@
 
 #include <cstdint>
 
-#include "kernels/cpu/cpu_exp_double.h"
 #include "kernels/cpu/cpu_gumbel_screen.h"
 #include "kernels/cpu/cpu_kernels.h"
 
@@ -130,25 +129,19 @@ struct Avx512 {
   static D SubD(D a, D b) { return _mm512_sub_pd(a, b); }
   static D DivD(D a, D b) { return _mm512_div_pd(a, b); }
   static D Set1D(double x) { return _mm512_set1_pd(x); }
-  // exp(x) in double for x <= 0 (or NaN): 2^n · exp(r), |r| <= ln2/2 reduced with a two-part
-  // ln2, exp(r) by its degree-13 Taylor polynomial (truncation below 0.02 ulp), 2^n applied by
-  // vscalefpd, which rounds results below the normal range as a subnormal should; within an
-  // ulp or two of std::exp, 0 from x = -746 down (-inf included), NaN for NaN.
-  static D ExpD(D x) {
-    x = _mm512_max_pd(_mm512_set1_pd(-746.0), x);
-    const D n = _mm512_roundscale_pd(_mm512_mul_pd(x, _mm512_set1_pd(cpu_impl::kLog2E)),
-                                     _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    D r = _mm512_fnmadd_pd(n, _mm512_set1_pd(cpu_impl::kLn2Hi), x);
-    r = _mm512_fnmadd_pd(n, _mm512_set1_pd(cpu_impl::kLn2Lo), r);
-    D p = _mm512_set1_pd(cpu_impl::kExpTaylor[0]);
-    for (int i = 1; i < cpu_impl::kExpTaylorTerms; ++i) {
-      p = _mm512_fmadd_pd(p, r, _mm512_set1_pd(cpu_impl::kExpTaylor[i]));
-    }
-    return _mm512_scalef_pd(p, n);
+  // What cpu_impl::ExpD needs: vscalefpd applies 2^n, rounding a result below the normal range
+  // as a subnormal should.
+  static D MaxD(D a, D b) { return _mm512_max_pd(a, b); }
+  static D MinD(D a, D b) { return _mm512_min_pd(a, b); }
+  static D RoundD(D x) {
+    return _mm512_roundscale_pd(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
   }
+  static D FmaD(D a, D b, D c) { return _mm512_fmadd_pd(a, b, c); }
+  static D FnmaddD(D a, D b, D c) { return _mm512_fnmadd_pd(a, b, c); }
+  static D ScaleByPow2(D p, D n) { return _mm512_scalef_pd(p, n); }
 
   // Gumbel screen lanes (cpu_gumbel_screen.h): eight tokens, the rule in double lanes and the
-  // noise's SplitMix64 in 64-bit ones.
+  // noise's SplitMix64 in 64-bit ones (vpmullq, vcvtuqq2pd).
   static constexpr int kScreenLanes = 8;
   static __m256i LoadIds(const int32_t* p) {
     return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
@@ -160,36 +153,28 @@ struct Avx512 {
   static __m256 GatherValues(const float* v, const int32_t* ids) {
     return _mm256_i32gather_ps(v, LoadIds(ids), 4);
   }
-  static uint32_t ScreenMask(const GumbelScreen& s, __m256 values, __m256i ids) {
-    auto set = [](uint64_t c) { return _mm512_set1_epi64(static_cast<long long>(c)); };
-    auto mix = [&](__m512i x, int shift, uint64_t c) {
-      return _mm512_mullo_epi64(_mm512_xor_si512(x, _mm512_srli_epi64(x, shift)), set(c));
-    };
-    __m512d t = _mm512_sub_pd(_mm512_cvtps_pd(values), _mm512_set1_pd(s.max));
-    t = _mm512_mul_pd(t, _mm512_set1_pd(s.inv_temperature));
-    t = _mm512_add_pd(_mm512_sub_pd(t, _mm512_set1_pd(s.best)),
-                      _mm512_set1_pd(cpu_impl::kScreenMargin));
-    const __mmask8 near = _mm512_cmp_pd_mask(t, _mm512_setzero_pd(), _CMP_NLT_UQ);
-    const __mmask8 above_floor =
-        _mm512_cmp_pd_mask(t, _mm512_set1_pd(cpu_impl::kScreenFloor), _CMP_NLT_UQ);
-    // sampling::StreamUniform(stream, id): SplitMix64(stream ^ id * golden).
-    constexpr uint64_t kGolden = 0x9e3779b97f4a7c15ull;
-    __m512i x = _mm512_mullo_epi64(_mm512_cvtepu32_epi64(ids), set(kGolden));
-    x = _mm512_add_epi64(_mm512_xor_si512(x, set(s.stream)), set(kGolden));
-    x = mix(mix(x, 30, 0xbf58476d1ce4e5b9ull), 27, 0x94d049bb133111ebull);
-    x = _mm512_xor_si512(x, _mm512_srli_epi64(x, 31));
-    const __m512d u = _mm512_mul_pd(
-        _mm512_add_pd(_mm512_cvtepu64_pd(_mm512_srli_epi64(x, 11)), _mm512_set1_pd(0.5)),
-        _mm512_set1_pd(1.0 / 9007199254740992.0));
-    const __m512i rest = _mm512_castpd_si512(_mm512_sub_pd(_mm512_set1_pd(1.0), u));
-    const __m512d exponent = _mm512_sub_pd(
-        _mm512_cvtepi64_pd(_mm512_and_si512(_mm512_srli_epi64(rest, 52), set(0x7ff))),
-        _mm512_set1_pd(1023.0));
-    const __m512d bound = _mm512_add_pd(_mm512_mul_pd(t, _mm512_set1_pd(cpu_impl::kScreenLog2E)),
-                                        _mm512_set1_pd(cpu_impl::kScreenSlack));
-    const __mmask8 lifted = _mm512_cmp_pd_mask(exponent, bound, _CMP_NGT_UQ);
-    return static_cast<uint32_t>(near | (above_floor & lifted));
+  static D WidenD(__m256 x) { return _mm512_cvtps_pd(x); }
+  static D AddD(D a, D b) { return _mm512_add_pd(a, b); }
+  static D MulD(D a, D b) { return _mm512_mul_pd(a, b); }
+  // Bit i: !(a[i] < b[i]) (so NaN sets it), and !(a[i] > b[i]).
+  static uint32_t NotLessD(D a, D b) { return _mm512_cmp_pd_mask(a, b, _CMP_NLT_UQ); }
+  static uint32_t NotGreaterD(D a, D b) { return _mm512_cmp_pd_mask(a, b, _CMP_NGT_UQ); }
+  // 64-bit integer lanes.
+  using I64 = __m512i;
+  static I64 IdsTimes(__m256i ids, uint64_t c) {
+    return _mm512_mullo_epi64(_mm512_cvtepu32_epi64(ids), Set64(c));
   }
+  static I64 Set64(uint64_t c) { return _mm512_set1_epi64(static_cast<long long>(c)); }
+  static I64 Xor64(I64 a, I64 b) { return _mm512_xor_si512(a, b); }
+  static I64 Add64(I64 a, I64 b) { return _mm512_add_epi64(a, b); }
+  template <int kShift>
+  static I64 ShiftRight64(I64 a) {
+    return _mm512_srli_epi64(a, kShift);
+  }
+  static I64 MulLo64(I64 a, uint64_t c) { return _mm512_mullo_epi64(a, Set64(c)); }
+  static D U53ToDouble(I64 x) { return _mm512_cvtepu64_pd(x); }  // x < 2^53: exact
+  static I64 BitsOfD(D x) { return _mm512_castpd_si512(x); }
+  static D HighBitsToDouble(I64 x) { return _mm512_cvtepu64_pd(_mm512_srli_epi64(x, 52)); }
 
   static void LoadBf16Pairs(const uint32_t* p, F& even, F& odd) {
     const __m512i w = _mm512_loadu_si512(p);

@@ -1,8 +1,9 @@
-// The constants of the SIMD builds' double-precision exp (ExpD in the traits of
-// cpu_avx512_traits.h and cpu_kernels_avx2.cc): exp(x) = 2^n · exp(r) with n = round(x / ln2)
-// and r = x - n · ln2 in two parts, so that r is exact to double rounding for |n| < 2^21, and
-// exp(r), |r| <= ln2/2, by its Taylor polynomial of degree 13, whose truncation error is below
-// 0.02 ulp there.
+// The SIMD builds' double-precision exp (ExpD, over the double lanes of a traits type V):
+// exp(x) = 2^n · exp(r) with n = round(x / ln2) and r = x - n · ln2 in two parts, so that r is
+// exact to double rounding for |n| < 2^21, and exp(r), |r| <= ln2/2, by its Taylor polynomial of
+// degree 13, whose truncation error is below 0.02 ulp there: within an ulp or two of std::exp
+// for x <= 0, 0 from x = -746 down (-inf included), NaN for NaN. Include only from the ISA
+// files.
 #ifndef MLASERVE_KERNELS_CPU_CPU_EXP_DOUBLE_H_
 #define MLASERVE_KERNELS_CPU_CPU_EXP_DOUBLE_H_
 
@@ -19,6 +20,21 @@ inline constexpr double kExpTaylor[kExpTaylorTerms] = {
     1.0 / 362880.0,     1.0 / 40320.0,     1.0 / 5040.0,     1.0 / 720.0,
     1.0 / 120.0,        1.0 / 24.0,        1.0 / 6.0,        0.5,
     1.0,                1.0};
+
+// V provides, on its double lanes D: Set1D, MulD, MaxD and MinD (a NaN in the second operand
+// passes), RoundD (to nearest), FmaD (a * b + c), FnmaddD (c - a * b) and ScaleByPow2 (p · 2^n
+// for integral n, rounded once).
+template <class V>
+typename V::D ExpD(typename V::D x) {
+  x = V::MaxD(V::Set1D(-746.0), x);
+  x = V::MinD(V::Set1D(709.8), x);
+  const typename V::D n = V::RoundD(V::MulD(x, V::Set1D(kLog2E)));
+  typename V::D r = V::FnmaddD(n, V::Set1D(kLn2Hi), x);
+  r = V::FnmaddD(n, V::Set1D(kLn2Lo), r);
+  typename V::D p = V::Set1D(kExpTaylor[0]);
+  for (int i = 1; i < kExpTaylorTerms; ++i) p = V::FmaD(p, r, V::Set1D(kExpTaylor[i]));
+  return V::ScaleByPow2(p, n);
+}
 
 }  // namespace mlaserve::cpu_impl
 

@@ -48,10 +48,39 @@ inline int32_t ScreenTokensScalar(const GumbelScreen& s, const int32_t* ids, int
   return m;
 }
 
+// The rule on V::kScreenLanes tokens at once, in the rule's own operations lane by lane:
+// bit i of the result is ScreenKeeps for lane i. V provides, beyond its double lanes D
+// (cpu_vector_impl.h): WidenD (a lane group of floats as doubles), AddD, MulD, NotLessD and
+// NotGreaterD (bit masks of !(a < b) and !(a > b)), and 64-bit integer lanes I64 with
+// IdsTimes (the lane group's ids times a constant), Set64, Xor64, Add64, ShiftRight64<k>,
+// MulLo64 (the low 64 bits of a product by a constant), U53ToDouble (exact below 2^53), BitsOfD
+// and HighBitsToDouble (x >> 52 as a double).
+template <class V, class Values, class Ids>
+uint32_t ScreenMask(const GumbelScreen& s, Values values, Ids ids) {
+  using sampling::kSplitMixGamma;
+  auto t = V::MulD(V::SubD(V::WidenD(values), V::Set1D(s.max)), V::Set1D(s.inv_temperature));
+  t = V::AddD(V::SubD(t, V::Set1D(s.best)), V::Set1D(kScreenMargin));
+  const uint32_t near = V::NotLessD(t, V::Set1D(0.0));
+  const uint32_t above_floor = V::NotLessD(t, V::Set1D(kScreenFloor));
+  // sampling::StreamUniform(stream, id) = SplitMix64(stream ^ id * gamma) as a uniform.
+  auto x = V::IdsTimes(ids, kSplitMixGamma);
+  x = V::Add64(V::Xor64(x, V::Set64(s.stream)), V::Set64(kSplitMixGamma));
+  x = V::MulLo64(V::Xor64(x, V::template ShiftRight64<30>(x)), sampling::kSplitMixMul1);
+  x = V::MulLo64(V::Xor64(x, V::template ShiftRight64<27>(x)), sampling::kSplitMixMul2);
+  x = V::Xor64(x, V::template ShiftRight64<31>(x));
+  const auto u = V::MulD(V::AddD(V::U53ToDouble(V::template ShiftRight64<11>(x)), V::Set1D(0.5)),
+                         V::Set1D(sampling::kUniformScale));
+  // 1 - u >= 0: its bits shifted right by 52 are its biased exponent.
+  const auto rest = V::BitsOfD(V::SubD(V::Set1D(1.0), u));
+  const auto exponent = V::SubD(V::HighBitsToDouble(rest), V::Set1D(1023.0));
+  const auto bound = V::AddD(V::MulD(t, V::Set1D(kScreenLog2E)), V::Set1D(kScreenSlack));
+  return near | (above_floor & V::NotGreaterD(exponent, bound));
+}
+
 // The SIMD loop over V's screen lanes: V::kScreenLanes tokens at a time, their ids loaded
 // (V::LoadIds) or counted (V::IotaIds), their values loaded or gathered through the ids
-// (V::GatherValues(values, ids)), and V::ScreenMask's bits of the kept lanes (the scalar rule,
-// lane by lane, in the same operations) walked; the tail token by token.
+// (V::GatherValues(values, ids)), and ScreenMask's bits of the kept lanes walked; the tail
+// token by token.
 template <class V>
 int32_t ScreenTokens(const GumbelScreen& s, const int32_t* ids, int32_t begin, int32_t end,
                      int32_t* out) {
@@ -61,9 +90,9 @@ int32_t ScreenTokens(const GumbelScreen& s, const int32_t* ids, int32_t begin, i
   for (; i + kLanes <= end; i += kLanes) {
     uint32_t mask;
     if (ids != nullptr) {
-      mask = V::ScreenMask(s, V::GatherValues(s.values, ids + i), V::LoadIds(ids + i));
+      mask = ScreenMask<V>(s, V::GatherValues(s.values, ids + i), V::LoadIds(ids + i));
     } else {
-      mask = V::ScreenMask(s, V::LoadValues(s.values + i), V::IotaIds(i));
+      mask = ScreenMask<V>(s, V::LoadValues(s.values + i), V::IotaIds(i));
     }
     while (mask != 0) {
       const int lane = __builtin_ctz(mask);

@@ -3,7 +3,6 @@
 
 #include <cstdint>
 
-#include "kernels/cpu/cpu_exp_double.h"
 #include "kernels/cpu/cpu_gemm_impl.h"
 #include "kernels/cpu/cpu_gumbel_screen.h"
 #include "kernels/cpu/cpu_kernels.h"
@@ -97,21 +96,15 @@ struct Avx2 {
   static D SubD(D a, D b) { return _mm256_sub_pd(a, b); }
   static D DivD(D a, D b) { return _mm256_div_pd(a, b); }
   static D Set1D(double x) { return _mm256_set1_pd(x); }
-  // exp(x) in double as in the AVX-512 build (x in [-746, 709] after clamping, NaN kept);
-  // 2^n is applied as 2^(n - n/2) · 2^(n/2), two factors in the normal range built in the
-  // exponent field, so that a result below the normal range is rounded once, by the second
-  // product.
-  static D ExpD(D x) {
-    x = _mm256_max_pd(_mm256_set1_pd(-746.0), x);
-    x = _mm256_min_pd(_mm256_set1_pd(709.8), x);
-    const D n = _mm256_round_pd(_mm256_mul_pd(x, _mm256_set1_pd(cpu_impl::kLog2E)),
-                                _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    D r = _mm256_fnmadd_pd(n, _mm256_set1_pd(cpu_impl::kLn2Hi), x);
-    r = _mm256_fnmadd_pd(n, _mm256_set1_pd(cpu_impl::kLn2Lo), r);
-    D p = _mm256_set1_pd(cpu_impl::kExpTaylor[0]);
-    for (int i = 1; i < cpu_impl::kExpTaylorTerms; ++i) {
-      p = _mm256_fmadd_pd(p, r, _mm256_set1_pd(cpu_impl::kExpTaylor[i]));
-    }
+  // What cpu_impl::ExpD needs. 2^n (n integral, -1076 <= n <= 1024 after the clamps) is
+  // applied as 2^(n - n/2) · 2^(n/2), two factors in the normal range built in the exponent
+  // field, so that a result below the normal range is rounded once, by the second product.
+  static D MaxD(D a, D b) { return _mm256_max_pd(a, b); }
+  static D MinD(D a, D b) { return _mm256_min_pd(a, b); }
+  static D RoundD(D x) { return _mm256_round_pd(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC); }
+  static D FmaD(D a, D b, D c) { return _mm256_fmadd_pd(a, b, c); }
+  static D FnmaddD(D a, D b, D c) { return _mm256_fnmadd_pd(a, b, c); }
+  static D ScaleByPow2(D p, D n) {
     const __m128i n32 = _mm256_cvtpd_epi32(n);  // NaN lanes: garbage, p is NaN there
     const __m128i half = _mm_srai_epi32(n32, 1);
     auto power = [](__m128i e) {  // 2^e, -1022 <= e <= 1023
@@ -137,59 +130,54 @@ struct Avx2 {
   static __m128 GatherValues(const float* v, const int32_t* ids) {
     return _mm_setr_ps(v[ids[0]], v[ids[1]], v[ids[2]], v[ids[3]]);
   }
-  static __m256i Set64(uint64_t c) { return _mm256_set1_epi64x(static_cast<long long>(c)); }
+  static D WidenD(__m128 x) { return _mm256_cvtps_pd(x); }
+  static D AddD(D a, D b) { return _mm256_add_pd(a, b); }
+  static D MulD(D a, D b) { return _mm256_mul_pd(a, b); }
+  static uint32_t NotLessD(D a, D b) {
+    return static_cast<uint32_t>(_mm256_movemask_pd(_mm256_cmp_pd(a, b, _CMP_NLT_UQ)));
+  }
+  static uint32_t NotGreaterD(D a, D b) {
+    return static_cast<uint32_t>(_mm256_movemask_pd(_mm256_cmp_pd(a, b, _CMP_NGT_UQ)));
+  }
+  using I64 = __m256i;
+  // ids * c: the ids are below 2^32, so two 32-bit products make the low 64 bits.
+  static I64 IdsTimes(__m128i ids, uint64_t c) {
+    const I64 wide = _mm256_cvtepu32_epi64(ids);
+    return _mm256_add_epi64(_mm256_mul_epu32(wide, Set64(c & 0xffffffffu)),
+                            _mm256_slli_epi64(_mm256_mul_epu32(wide, Set64(c >> 32)), 32));
+  }
+  static I64 Set64(uint64_t c) { return _mm256_set1_epi64x(static_cast<long long>(c)); }
+  static I64 Xor64(I64 a, I64 b) { return _mm256_xor_si256(a, b); }
+  static I64 Add64(I64 a, I64 b) { return _mm256_add_epi64(a, b); }
+  template <int kShift>
+  static I64 ShiftRight64(I64 a) {
+    return _mm256_srli_epi64(a, kShift);
+  }
   // The low 64 bits of a * c, lane by lane.
-  static __m256i MulLo64(__m256i a, uint64_t c) {
-    const __m256i c_lo = Set64(c & 0xffffffffu), c_hi = Set64(c >> 32);
-    const __m256i cross = _mm256_add_epi64(_mm256_mul_epu32(_mm256_srli_epi64(a, 32), c_lo),
-                                           _mm256_mul_epu32(a, c_hi));
+  static I64 MulLo64(I64 a, uint64_t c) {
+    const I64 c_lo = Set64(c & 0xffffffffu), c_hi = Set64(c >> 32);
+    const I64 cross = _mm256_add_epi64(_mm256_mul_epu32(_mm256_srli_epi64(a, 32), c_lo),
+                                       _mm256_mul_epu32(a, c_hi));
     return _mm256_add_epi64(_mm256_mul_epu32(a, c_lo), _mm256_slli_epi64(cross, 32));
   }
   // x as a double, exactly, for 0 <= x < 2^53: each 32-bit half placed in the significand of
   // 2^52 or 2^84 and that power taken off.
-  static __m256d U53ToDouble(__m256i x) {
-    const __m256d lo = _mm256_sub_pd(
+  static D U53ToDouble(I64 x) {
+    const D lo = _mm256_sub_pd(
         _mm256_castsi256_pd(_mm256_or_si256(_mm256_and_si256(x, Set64(0xffffffffu)),
                                             Set64(0x4330000000000000ull))),
         _mm256_set1_pd(4503599627370496.0));  // 2^52
-    const __m256d hi = _mm256_sub_pd(
+    const D hi = _mm256_sub_pd(
         _mm256_castsi256_pd(_mm256_or_si256(_mm256_srli_epi64(x, 32), Set64(0x4530000000000000ull))),
         _mm256_set1_pd(19342813113834066795298816.0));  // 2^84
     return _mm256_add_pd(hi, lo);
   }
-  static uint32_t ScreenMask(const GumbelScreen& s, __m128 values, __m128i ids) {
-    auto mix = [](__m256i x, int shift, uint64_t c) {
-      return MulLo64(_mm256_xor_si256(x, _mm256_srli_epi64(x, shift)), c);
-    };
-    __m256d t = _mm256_sub_pd(_mm256_cvtps_pd(values), _mm256_set1_pd(s.max));
-    t = _mm256_mul_pd(t, _mm256_set1_pd(s.inv_temperature));
-    t = _mm256_add_pd(_mm256_sub_pd(t, _mm256_set1_pd(s.best)),
-                      _mm256_set1_pd(cpu_impl::kScreenMargin));
-    const __m256d near = _mm256_cmp_pd(t, _mm256_setzero_pd(), _CMP_NLT_UQ);
-    const __m256d above_floor = _mm256_cmp_pd(t, _mm256_set1_pd(cpu_impl::kScreenFloor), _CMP_NLT_UQ);
-    constexpr uint64_t kGolden = 0x9e3779b97f4a7c15ull;
-    // id * golden for ids below 2^32: two 32-bit products.
-    const __m256i id64 = _mm256_cvtepu32_epi64(ids);
-    __m256i x = _mm256_add_epi64(
-        _mm256_mul_epu32(id64, Set64(kGolden & 0xffffffffu)),
-        _mm256_slli_epi64(_mm256_mul_epu32(id64, Set64(kGolden >> 32)), 32));
-    x = _mm256_add_epi64(_mm256_xor_si256(x, Set64(s.stream)), Set64(kGolden));
-    x = mix(mix(x, 30, 0xbf58476d1ce4e5b9ull), 27, 0x94d049bb133111ebull);
-    x = _mm256_xor_si256(x, _mm256_srli_epi64(x, 31));
-    const __m256d u = _mm256_mul_pd(
-        _mm256_add_pd(U53ToDouble(_mm256_srli_epi64(x, 11)), _mm256_set1_pd(0.5)),
-        _mm256_set1_pd(1.0 / 9007199254740992.0));
-    const __m256i rest = _mm256_castpd_si256(_mm256_sub_pd(_mm256_set1_pd(1.0), u));
-    // The biased exponent (rest > 0, so the sign bit is clear) in the significand of 2^52.
-    const __m256d exponent = _mm256_sub_pd(
-        _mm256_castsi256_pd(
-            _mm256_or_si256(_mm256_srli_epi64(rest, 52), Set64(0x4330000000000000ull))),
-        _mm256_set1_pd(4503599627370496.0 + 1023.0));
-    const __m256d bound = _mm256_add_pd(_mm256_mul_pd(t, _mm256_set1_pd(cpu_impl::kScreenLog2E)),
-                                        _mm256_set1_pd(cpu_impl::kScreenSlack));
-    const __m256d lifted = _mm256_cmp_pd(exponent, bound, _CMP_NGT_UQ);
-    return static_cast<uint32_t>(
-        _mm256_movemask_pd(_mm256_or_pd(near, _mm256_and_pd(above_floor, lifted))));
+  static I64 BitsOfD(D x) { return _mm256_castpd_si256(x); }
+  // x >> 52 as a double (12 bits) in the significand of 2^52, that power taken off.
+  static D HighBitsToDouble(I64 x) {
+    return _mm256_sub_pd(_mm256_castsi256_pd(_mm256_or_si256(_mm256_srli_epi64(x, 52),
+                                                             Set64(0x4330000000000000ull))),
+                         _mm256_set1_pd(4503599627370496.0));
   }
 
   static void LoadBf16Pairs(const uint32_t* p, F& even, F& odd) {

@@ -3,8 +3,9 @@
 //
 // Beyond what cpu_gemm_impl.h needs, V provides Sub, Mul, Div, Max, Exp (NaN in, NaN out; 0 for
 // very negative inputs) and Lane0 (the first lane as a float); and in double lanes D (kDw of
-// them): WidenN (the first n floats as doubles), StoreDN, SubD, DivD, Set1D and ExpD (exp for
-// inputs up to 0, within an ulp or two, NaN kept). Optionally the Gumbel screen's lanes
+// them): WidenN (the first n floats as doubles), StoreDN, SubD, DivD, Set1D, and either ExpD
+// itself (the portable build: std::exp) or what cpu_impl::ExpD needs (cpu_exp_double.h).
+// Optionally the Gumbel screen's lanes
 // (kScreenLanes, LoadIds, IotaIds, LoadValues, GatherValues, ScreenMask: see
 // cpu_gumbel_screen.h); without them the screen runs token by token.
 #ifndef MLASERVE_KERNELS_CPU_CPU_VECTOR_IMPL_H_
@@ -14,6 +15,7 @@
 #include <cstdint>
 #include <limits>
 
+#include "kernels/cpu/cpu_exp_double.h"
 #include "kernels/cpu/cpu_gemm_impl.h"
 #include "kernels/cpu/cpu_gumbel_screen.h"
 #include "kernels/cpu/cpu_kernels.h"
@@ -110,7 +112,12 @@ struct VectorImpl {
     const auto shift = V::Set1D(max), divisor = V::Set1D(temperature);
     for (int64_t i = 0; i < n; i += kDw) {
       const int64_t c = n - i;
-      V::StoreDN(p + i, V::ExpD(V::DivD(V::SubD(V::WidenN(x + i, c), shift), divisor)), c);
+      const auto quotient = V::DivD(V::SubD(V::WidenN(x + i, c), shift), divisor);
+      if constexpr (requires { V::ExpD(quotient); }) {
+        V::StoreDN(p + i, V::ExpD(quotient), c);
+      } else {
+        V::StoreDN(p + i, ExpD<V>(quotient), c);
+      }
     }
   }
 
