@@ -5,8 +5,8 @@
 // A kept token's score is a + g, a = (value - max) / temperature and g = -log(-log u) its
 // Gumbel noise, u = sampling::StreamUniform(stream, id). Since -log u >= 1 - u, g <= -log(1 - u),
 // so the token stays below `best` when 1 - u > exp(a - best). With t = a - best + 1e-6 (the
-// margin covers every rounding) and 2^e <= 1 - u (e the binary exponent of 1 - u),
-// e > t * log2(e) + 1 is enough: no logarithm is taken, and a draw skips the noise of most
+// margin covers every rounding) and 2^k <= 1 - u (k the binary exponent of 1 - u),
+// k > t / ln 2 + 1 is enough: no logarithm is taken, and a draw skips the noise of most
 // tokens. Below t = -38 no uniform under 1 can lift a token (-log(1 - u) <= 53 ln 2 < 36.8).
 #ifndef MLASERVE_KERNELS_CPU_CPU_GUMBEL_SCREEN_H_
 #define MLASERVE_KERNELS_CPU_CPU_GUMBEL_SCREEN_H_

@@ -5,9 +5,8 @@
 // very negative inputs) and Lane0 (the first lane as a float); and in double lanes D (kDw of
 // them): WidenN (the first n floats as doubles), StoreDN, SubD, DivD, Set1D, and either ExpD
 // itself (the portable build: std::exp) or what cpu_impl::ExpD needs (cpu_exp_double.h).
-// Optionally the Gumbel screen's lanes
-// (kScreenLanes, LoadIds, IotaIds, LoadValues, GatherValues, ScreenMask: see
-// cpu_gumbel_screen.h); without them the screen runs token by token.
+// Optionally the Gumbel screen's lanes (kScreenLanes and the primitives of
+// cpu_gumbel_screen.h's ScreenTokens and ScreenMask); without them it runs token by token.
 #ifndef MLASERVE_KERNELS_CPU_CPU_VECTOR_IMPL_H_
 #define MLASERVE_KERNELS_CPU_CPU_VECTOR_IMPL_H_
 
