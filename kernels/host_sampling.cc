@@ -132,7 +132,7 @@ int32_t KeepByMass(absl::Span<const float> v, int32_t top, float max, const RowO
   for (double m : mass) total += m;
   const double target = o.top_p * total;
   size_t end_bucket = kRankBuckets;  // kept: buckets before it, and a prefix of it
-  double before = 0.0;                // the mass of the buckets before it
+  double before = 0.0;               // the mass of the buckets before it
   for (size_t b = 0; b < kRankBuckets; ++b) {
     if (before + mass[b] >= target) {  // never when a NaN took part: all are kept
       end_bucket = b;
@@ -232,8 +232,7 @@ int32_t DrawToken(absl::Span<const float> v, int32_t top, const RowOptions& o,
   return best;
 }
 
-int32_t DrawToken(absl::Span<const float> values, const RowOptions& options,
-                  DrawScratch& scratch) {
+int32_t DrawToken(absl::Span<const float> values, const RowOptions& options, DrawScratch& scratch) {
   return DrawToken(values, Argmax(values), options, scratch);
 }
 
@@ -249,9 +248,9 @@ double LogSumExp(absl::Span<const float> values) {
 RowSummary SummarizeRow(absl::Span<const float> values) {
   const auto n = static_cast<int64_t>(values.size());
   const RowStats stats = Kernels().row_stats(values.data(), n);
-  const auto block = values.subspan(static_cast<size_t>(stats.first_block),
-                                    static_cast<size_t>(std::min(kRowStatsBlock,
-                                                                 n - stats.first_block)));
+  const auto block =
+      values.subspan(static_cast<size_t>(stats.first_block),
+                     static_cast<size_t>(std::min(kRowStatsBlock, n - stats.first_block)));
   const auto first = std::find(block.begin(), block.end(), stats.max);
   // Not found only when a NaN took part in a block's maximum.
   const int32_t argmax = first != block.end()
@@ -265,8 +264,7 @@ int32_t Argmax(absl::Span<const float> values) {
   const float max = Kernels().max(values.data(), static_cast<int64_t>(values.size()));
   const auto first = std::find(values.begin(), values.end(), max);
   // Not found only when a NaN took part in the vector maximum.
-  const auto best =
-      first != values.end() ? first : std::max_element(values.begin(), values.end());
+  const auto best = first != values.end() ? first : std::max_element(values.begin(), values.end());
   return static_cast<int32_t>(best - values.begin());
 }
 

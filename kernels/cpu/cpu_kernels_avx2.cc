@@ -163,13 +163,11 @@ struct Avx2 {
   // x as a double, exactly, for 0 <= x < 2^53: each 32-bit half placed in the significand of
   // 2^52 or 2^84 and that power taken off.
   static D U53ToDouble(I64 x) {
-    const D lo = _mm256_sub_pd(
-        _mm256_castsi256_pd(_mm256_or_si256(_mm256_and_si256(x, Set64(0xffffffffu)),
-                                            Set64(0x4330000000000000ull))),
-        _mm256_set1_pd(4503599627370496.0));  // 2^52
-    const D hi = _mm256_sub_pd(
-        _mm256_castsi256_pd(_mm256_or_si256(_mm256_srli_epi64(x, 32), Set64(0x4530000000000000ull))),
-        _mm256_set1_pd(19342813113834066795298816.0));  // 2^84
+    const I64 lo_bits =
+        _mm256_or_si256(_mm256_and_si256(x, Set64(0xffffffffu)), Set64(0x4330000000000000ull));
+    const I64 hi_bits = _mm256_or_si256(_mm256_srli_epi64(x, 32), Set64(0x4530000000000000ull));
+    const D lo = _mm256_sub_pd(_mm256_castsi256_pd(lo_bits), _mm256_set1_pd(0x1p52));
+    const D hi = _mm256_sub_pd(_mm256_castsi256_pd(hi_bits), _mm256_set1_pd(0x1p84));
     return _mm256_add_pd(hi, lo);
   }
   static I64 BitsOfD(D x) { return _mm256_castpd_si256(x); }
@@ -177,7 +175,7 @@ struct Avx2 {
   static D HighBitsToDouble(I64 x) {
     return _mm256_sub_pd(_mm256_castsi256_pd(_mm256_or_si256(_mm256_srli_epi64(x, 52),
                                                              Set64(0x4330000000000000ull))),
-                         _mm256_set1_pd(4503599627370496.0));
+                         _mm256_set1_pd(0x1p52));
   }
 
   static void LoadBf16Pairs(const uint32_t* p, F& even, F& odd) {

@@ -202,7 +202,8 @@ TEST(HostSamplingTest, DrawsAreTheGumbelMaxOfTheKeptTokens) {
   };
   std::vector<Case> cases;
   for (const std::vector<float>* row : {&spread, &masked, &flat}) {
-    for (float t : {0.05f, 1.0f, 3.0f, 50.0f}) cases.push_back({row, Options(t, 0, 1.0f, 0.0f, 21)});
+    for (float t : {0.05f, 1.0f, 3.0f, 50.0f})
+      cases.push_back({row, Options(t, 0, 1.0f, 0.0f, 21)});
   }
   cases.push_back({&spread, Options(1.0f, 50, 1.0f, 0.0f, 22)});
   cases.push_back({&spread, Options(0.7f, 0, 0.9f, 0.0f, 23)});
@@ -344,11 +345,12 @@ TEST(HostSamplingTest, RelativeProbabilitiesMatchStdExp) {
     v.push_back(std::numeric_limits<float>::quiet_NaN());
     for (CpuIsa isa : HostIsas()) {
       const CpuKernels& kernels = GetCpuKernels(isa);
-      for (size_t n : {size_t{1}, size_t{3}, size_t{4}, size_t{7}, size_t{9}, size_t{17}, v.size()}) {
+      for (size_t n :
+           {size_t{1}, size_t{3}, size_t{4}, size_t{7}, size_t{9}, size_t{17}, v.size()}) {
         const size_t first = v.size() - n;  // the row's last n entries: -inf and NaN included
         std::vector<double> p(n + 1, -1.0);
-        kernels.relative_probabilities(v.data() + first, static_cast<int64_t>(n), max,
-                                       temperature, p.data());
+        kernels.relative_probabilities(v.data() + first, static_cast<int64_t>(n), max, temperature,
+                                       p.data());
         EXPECT_EQ(p[n], -1.0) << CpuIsaName(isa) << ": wrote past n=" << n;
         for (size_t i = 0; i < n; ++i) {
           const float x = v[first + i];
@@ -357,9 +359,8 @@ TEST(HostSamplingTest, RelativeProbabilitiesMatchStdExp) {
             EXPECT_TRUE(std::isnan(p[i])) << CpuIsaName(isa) << " x=" << x;
             continue;
           }
-          ASSERT_LE(UlpsApart(p[i], want), 2)
-              << CpuIsaName(isa) << " T=" << temperature << " x=" << x << ": " << p[i]
-              << " against " << want;
+          ASSERT_LE(UlpsApart(p[i], want), 2) << CpuIsaName(isa) << " T=" << temperature
+                                              << " x=" << x << ": " << p[i] << " against " << want;
         }
       }
     }
@@ -410,9 +411,9 @@ TEST(HostSamplingTest, GumbelScreenDropsOnlyTokensThatCannotWin) {
                   ASSERT_LT(score, best) << CpuIsaName(isa) << " dropped token " << id;
                 }
               }
-              ASSERT_EQ(out, want) << CpuIsaName(isa) << " T=" << temperature << " best=" << best
-                                   << " gathered=" << gathered << " [" << begin << ", " << end
-                                   << ")";
+              ASSERT_EQ(out, want)
+                  << CpuIsaName(isa) << " T=" << temperature << " best=" << best
+                  << " gathered=" << gathered << " [" << begin << ", " << end << ")";
               if (temperature == 1.0f && best == 9.0 && end == count) {
                 EXPECT_LT(m, count / 20) << CpuIsaName(isa) << ": the screen keeps too much";
               }
