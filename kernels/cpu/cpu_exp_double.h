@@ -2,8 +2,8 @@
 // exp(x) = 2^n · exp(r) with n = round(x / ln2) and r = x - n · ln2 in two parts, so that r is
 // exact to double rounding for |n| < 2^21, and exp(r), |r| <= ln2/2, by its Taylor polynomial of
 // degree 13, whose truncation error is below 0.02 ulp there: within an ulp or two of std::exp
-// for x <= 0, 0 from x = -746 down (-inf included), NaN for NaN. Include only from the ISA
-// files.
+// for x <= 0, 0 from x = -746 down (-inf included), NaN for NaN. Instantiate ExpD only from the
+// ISA files, with their traits; the constants serve the Gumbel screen's rule too.
 #ifndef MLASERVE_KERNELS_CPU_CPU_EXP_DOUBLE_H_
 #define MLASERVE_KERNELS_CPU_CPU_EXP_DOUBLE_H_
 

@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <cstring>
 
+#include "kernels/cpu/cpu_exp_double.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/sampling_math.h"
 
@@ -22,7 +23,6 @@ namespace mlaserve::cpu_impl {
 // Constants of the rule, shared by its scalar and vector forms.
 inline constexpr double kScreenMargin = 1e-6;
 inline constexpr double kScreenFloor = -38.0;
-inline constexpr double kScreenLog2E = 1.4426950408889634;
 inline constexpr double kScreenSlack = 1.0 + 1e-9;
 
 // Whether the screen keeps token `id` of value `value`.
@@ -35,7 +35,7 @@ inline bool ScreenKeeps(const GumbelScreen& s, float value, int32_t id) {
   uint64_t bits;
   std::memcpy(&bits, &rest, sizeof bits);
   const int exponent = static_cast<int>((bits >> 52) & 0x7ff) - 1023;
-  return !(exponent > t * kScreenLog2E + kScreenSlack);
+  return !(exponent > t * kLog2E + kScreenSlack);
 }
 
 inline int32_t ScreenTokensScalar(const GumbelScreen& s, const int32_t* ids, int32_t begin,
@@ -73,7 +73,7 @@ uint32_t ScreenMask(const GumbelScreen& s, Values values, Ids ids) {
   // 1 - u >= 0: its bits shifted right by 52 are its biased exponent.
   const auto rest = V::BitsOfD(V::SubD(V::Set1D(1.0), u));
   const auto exponent = V::SubD(V::HighBitsToDouble(rest), V::Set1D(1023.0));
-  const auto bound = V::AddD(V::MulD(t, V::Set1D(kScreenLog2E)), V::Set1D(kScreenSlack));
+  const auto bound = V::AddD(V::MulD(t, V::Set1D(kLog2E)), V::Set1D(kScreenSlack));
   return near | (above_floor & V::NotGreaterD(exponent, bound));
 }
 

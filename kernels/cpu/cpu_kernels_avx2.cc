@@ -160,23 +160,20 @@ struct Avx2 {
                                        _mm256_mul_epu32(a, c_hi));
     return _mm256_add_epi64(_mm256_mul_epu32(a, c_lo), _mm256_slli_epi64(cross, 32));
   }
-  // x as a double, exactly, for 0 <= x < 2^53: each 32-bit half placed in the significand of
-  // 2^52 or 2^84 and that power taken off.
-  static D U53ToDouble(I64 x) {
-    const I64 lo_bits =
-        _mm256_or_si256(_mm256_and_si256(x, Set64(0xffffffffu)), Set64(0x4330000000000000ull));
-    const I64 hi_bits = _mm256_or_si256(_mm256_srli_epi64(x, 32), Set64(0x4530000000000000ull));
-    const D lo = _mm256_sub_pd(_mm256_castsi256_pd(lo_bits), _mm256_set1_pd(0x1p52));
-    const D hi = _mm256_sub_pd(_mm256_castsi256_pd(hi_bits), _mm256_set1_pd(0x1p84));
-    return _mm256_add_pd(hi, lo);
-  }
-  static I64 BitsOfD(D x) { return _mm256_castpd_si256(x); }
-  // x >> 52 as a double (12 bits) in the significand of 2^52, that power taken off.
-  static D HighBitsToDouble(I64 x) {
-    return _mm256_sub_pd(_mm256_castsi256_pd(_mm256_or_si256(_mm256_srli_epi64(x, 52),
-                                                             Set64(0x4330000000000000ull))),
+  // x as a double, exactly, for 0 <= x < 2^32: x placed in the significand of 2^52 and that
+  // power taken off.
+  static D U32ToDouble(I64 x) {
+    return _mm256_sub_pd(_mm256_castsi256_pd(_mm256_or_si256(x, Set64(0x4330000000000000ull))),
                          _mm256_set1_pd(0x1p52));
   }
+  // x as a double, exactly, for 0 <= x < 2^53: its 32-bit halves converted, the high one
+  // scaled by 2^32 (exact), and added.
+  static D U53ToDouble(I64 x) {
+    const D hi = _mm256_mul_pd(U32ToDouble(_mm256_srli_epi64(x, 32)), _mm256_set1_pd(0x1p32));
+    return _mm256_add_pd(hi, U32ToDouble(_mm256_and_si256(x, Set64(0xffffffffu))));
+  }
+  static I64 BitsOfD(D x) { return _mm256_castpd_si256(x); }
+  static D HighBitsToDouble(I64 x) { return U32ToDouble(_mm256_srli_epi64(x, 52)); }
 
   static void LoadBf16Pairs(const uint32_t* p, F& even, F& odd) {
     const __m256i w = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
