@@ -183,19 +183,21 @@ int32_t DrawToken(absl::Span<const float> v, int32_t top, const RowOptions& o,
   } else if (cut) {  // the top_k best in rank order, then min-p and top-p walk that prefix
     KeepTopK(v, o.top_k, scratch);
     n = o.top_k;
+    std::vector<double>& p = scratch.probabilities;  // each kept token's, for the top-p walk
+    p.resize(static_cast<size_t>(n));
     double total = 0.0;
     for (int32_t i = 0; i < n; ++i) {
-      const double p = RelativeProbability(v[idx[i]], max, o.temperature);
-      if (i > 0 && p < o.min_p) {  // the best token has p = 1 and always stays
+      p[static_cast<size_t>(i)] = RelativeProbability(v[idx[i]], max, o.temperature);
+      if (i > 0 && p[static_cast<size_t>(i)] < o.min_p) {  // the best has p = 1 and stays
         n = i;
         break;
       }
-      total += p;
+      total += p[static_cast<size_t>(i)];
     }
     if (o.top_p < 1.0f) {
       double kept = 0.0;
       for (int32_t i = 0; i < n; ++i) {
-        kept += RelativeProbability(v[idx[i]], max, o.temperature);
+        kept += p[static_cast<size_t>(i)];
         if (kept >= o.top_p * total) {
           n = i + 1;
           break;

@@ -17,7 +17,7 @@ namespace mlaserve::sampling {
 struct DrawScratch {
   std::vector<int32_t> ids;            // the kept tokens, and a sort's buffer
   std::vector<uint32_t> keys;          // the tokens' rank keys, and a sort's keys and buffer
-  std::vector<double> probabilities;   // each token's, relative to the best
+  std::vector<double> probabilities;   // relative to the best: every token's, or the top k's
   std::vector<double> bucket_mass;     // the kept probability of each range of rank keys
 };
 
