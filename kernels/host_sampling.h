@@ -15,16 +15,15 @@ namespace mlaserve::sampling {
 
 // DrawToken's reused storage: a warmed-up draw allocates nothing.
 struct DrawScratch {
-  std::vector<int32_t> ids;            // the kept tokens, and a sort's buffer
-  std::vector<uint32_t> keys;          // the tokens' rank keys, and a sort's keys and buffer
-  std::vector<double> probabilities;   // relative to the best: every token's, or the top k's
-  std::vector<double> bucket_mass;     // the kept probability of each range of rank keys
+  std::vector<int32_t> ids;           // the kept tokens, and a sort's buffer
+  std::vector<uint32_t> keys;         // the tokens' rank keys, and a sort's keys and buffer
+  std::vector<double> probabilities;  // relative to the best: every token's, or the top k's
+  std::vector<double> bucket_mass;    // the kept probability of each range of rank keys
 };
 
 // Draws from softmax(values / temperature) restricted by top-k, min-p and top-p (REQUIRES:
 // temperature > 0, values non-empty).
-int32_t DrawToken(absl::Span<const float> values, const RowOptions& options,
-                  DrawScratch& scratch);
+int32_t DrawToken(absl::Span<const float> values, const RowOptions& options, DrawScratch& scratch);
 // The same draw when the caller has top = Argmax(values) already (the engine's sampler, from
 // SummarizeRow), which spares two reads of the row.
 int32_t DrawToken(absl::Span<const float> values, int32_t top, const RowOptions& options,
